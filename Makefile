@@ -1,0 +1,48 @@
+# Thin front end over CMake. `make test` is what CI runs.
+BUILD ?= build
+CMAKE_FLAGS ?=
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps deps-bench configure build test demo bench fuzz install format clean
+
+all: build
+
+deps:
+	@scripts/deps.sh build
+
+deps-bench: deps
+	@scripts/deps.sh bench
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: deps
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: deps
+	$(MAKE) build
+	@sh demo/run.sh $(BUILD)
+
+bench: deps
+	$(MAKE) build
+	@sh bench/run.sh $(BUILD)
+
+fuzz: deps
+	$(MAKE) build
+	cmake --build $(BUILD) --target fuzzers
+	@sh fuzz/run.sh $(BUILD) $${FUZZ_SECONDS:-60}
+
+install: build
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)

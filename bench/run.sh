@@ -1,0 +1,289 @@
+#!/bin/sh
+# bench/run.sh BUILD_DIR: times bench/malloc_bench under plain glibc, under the malloc debug
+# shim (no options, guard, fill, guard fill) and under Valgrind memcheck, and prints a
+# markdown table (also written to BUILD_DIR/bench/results.md). See docs/benchmarks.md.
+#
+# Environment:
+#   BENCH_RUNS          runs per configuration and thread count; the median is reported (5)
+#   BENCH_OPS           malloc/free calls per thread (12000000: ~0.4 s per glibc run here)
+#   BENCH_THREADS       thread counts to measure ("1 2")
+#   BENCH_VALGRIND_DIV  Valgrind runs BENCH_OPS / this many calls, time scaled back up (20)
+#   BENCH_VALGRIND=0    skip Valgrind
+#
+# Runs are interleaved (round r of every configuration, then round r+1) so machine noise
+# hits all configurations alike. Timings are never asserted: the verdict column is for
+# information. The exit status is non-zero only if a run failed: it crashed or exited
+# non-zero, printed a "malloc_debug:" report, Valgrind found an error, or its checksum
+# differed from glibc's (the allocator changed what the program computed).
+set -u
+
+build=${1:-build}
+runs=${BENCH_RUNS:-5}
+ops=${BENCH_OPS:-12000000}
+threads_list=${BENCH_THREADS:-1 2}
+vg_div=${BENCH_VALGRIND_DIV:-20}
+want_valgrind=${BENCH_VALGRIND:-1}
+
+bench=$build/bench/malloc_bench
+if [ ! -x "$bench" ]; then
+    echo "bench/run.sh: $bench not found; build first (make build)" >&2
+    exit 2
+fi
+case $runs in '' | *[!0-9]* | 0) echo "bench/run.sh: BENCH_RUNS must be a positive number" >&2; exit 2 ;; esac
+case $ops in '' | *[!0-9]* | 0) echo "bench/run.sh: BENCH_OPS must be a positive number" >&2; exit 2 ;; esac
+case $vg_div in '' | *[!0-9]* | 0) echo "bench/run.sh: BENCH_VALGRIND_DIV must be a positive number" >&2; exit 2 ;; esac
+
+shim=
+if [ -f "$build/lib/libmalloc_debug.so" ]; then
+    shim=$(cd "$build/lib" && pwd)/libmalloc_debug.so
+fi
+time_bin=
+if [ -x /usr/bin/time ]; then
+    time_bin=/usr/bin/time
+fi
+valgrind_bin=
+if [ "$want_valgrind" != 0 ]; then
+    valgrind_bin=$(command -v valgrind 2>/dev/null || true)
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/heapscope-bench.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+failures=0
+notes=
+
+# ---- configurations ---------------------------------------------------------------------
+configs=glibc
+if [ -n "$shim" ]; then
+    configs="$configs shim guard fill guardfill"
+else
+    notes="$notes
+- shim configurations skipped: $build/lib/libmalloc_debug.so is not built."
+fi
+
+cfg_label() {
+    case $1 in
+    glibc) echo "glibc" ;;
+    shim) echo "shim, no options" ;;
+    guard) echo "shim, guard" ;;
+    fill) echo "shim, fill" ;;
+    guardfill) echo "shim, guard fill" ;;
+    valgrind) echo "valgrind memcheck" ;;
+    esac
+}
+cfg_options() {
+    case $1 in
+    guard) echo "guard" ;;
+    fill) echo "fill" ;;
+    guardfill) echo "guard fill" ;;
+    *) echo "" ;;
+    esac
+}
+cfg_target() {
+    case $1 in
+    shim) echo "<= 1.05" ;;
+    guard | fill) echo "<= 2.0" ;;
+    *) echo "-" ;;
+    esac
+}
+
+# key=value field of the malloc_bench result line in file $2
+field() {
+    sed -n 's/^result .*[ ]'"$1"'=\([^ ]*\).*$/\1/p' "$2" | head -n 1
+}
+
+# run_one CFG THREADS OPS TAG: one run; appends "seconds rss_kib ops" to $tmp/res.CFG.THREADS
+run_one() {
+    cfg=$1 t=$2 n=$3 tag=$4
+    base=$tmp/$cfg.$t.$tag
+    # A clean environment for the benchmark only (not for time/valgrind themselves).
+    set -- env -u LD_PRELOAD -u LIBC_DEBUG_MALLOC_OPTIONS -u LIBC_DEBUG_MALLOC_PROGRAM \
+        -u HEAPSCOPE_LOG_FILE
+    case $cfg in
+    glibc | valgrind) ;;
+    shim) set -- "$@" LD_PRELOAD="$shim" ;;
+    *) set -- "$@" LD_PRELOAD="$shim" LIBC_DEBUG_MALLOC_OPTIONS="$(cfg_options "$cfg")" ;;
+    esac
+    if [ "$cfg" = valgrind ]; then
+        set -- "$@" "$valgrind_bin" --tool=memcheck -q --error-exitcode=99
+    fi
+    set -- "$@" "$bench" --threads "$t" --ops "$n"
+    if [ -n "$time_bin" ]; then
+        set -- "$time_bin" -f %M -o "$base.time" "$@"
+    fi
+    "$@" >"$base.out" 2>"$base.err"
+    rc=$?
+
+    label=$(cfg_label "$cfg")
+    bad=
+    if [ "$rc" -ne 0 ]; then
+        bad="exit status $rc"
+    elif grep -q 'malloc_debug:' "$base.err"; then
+        bad="malloc debug reported a problem"
+    elif [ -z "$(field seconds "$base.out")" ]; then
+        bad="no result line"
+    fi
+    if [ -n "$bad" ]; then
+        failures=$((failures + 1))
+        {
+            echo "bench/run.sh: FAILED: $label, $t thread(s), run $tag: $bad"
+            echo "  command: $*"
+            sed 's/^/  stdout: /' "$base.out"
+            sed 's/^/  stderr: /' "$base.err" | head -n 40
+        } >&2
+        return
+    fi
+    if [ -s "$base.err" ]; then
+        echo "bench/run.sh: note: $label, $t thread(s) wrote to stderr:" >&2
+        sed 's/^/  /' "$base.err" | head -n 5 >&2
+    fi
+
+    secs=$(field seconds "$base.out")
+    total=$(field ops "$base.out")
+    sum=$(field checksum "$base.out")
+    rss=
+    if [ -n "$time_bin" ]; then
+        rss=$(tail -n 1 "$base.time")
+    fi
+    case $rss in '' | *[!0-9]*) rss=$(field maxrss_kib "$base.out") ;; esac
+    case $rss in '' | *[!0-9]*) rss=- ;; esac
+    echo "$secs $rss $total" >>"$tmp/res.$cfg.$t"
+
+    # Same workload, same result: the allocator must not change what the program computes.
+    if [ "$cfg" != valgrind ]; then
+        if [ ! -f "$tmp/sum.$t" ]; then
+            echo "$sum" >"$tmp/sum.$t"
+        elif [ "$(cat "$tmp/sum.$t")" != "$sum" ]; then
+            failures=$((failures + 1))
+            echo "bench/run.sh: FAILED: $label, $t thread(s), run $tag: checksum $sum" \
+                "differs from the first run's $(cat "$tmp/sum.$t")" >&2
+        fi
+    fi
+}
+
+# median of column $1 of file $2 ("-" if there is nothing numeric)
+median() {
+    awk -v c="$1" '$c ~ /^[0-9.]+$/ { print $c }' "$2" 2>/dev/null | sort -n | awk '
+        { v[NR] = $1 }
+        END {
+            if (NR == 0) { print "-"; exit }
+            if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
+        }'
+}
+
+# ---- the runs ---------------------------------------------------------------------------
+start_time=$(date +%s)
+echo "bench/run.sh: $runs round(s) of [$configs] x threads [$threads_list], $ops ops per thread" >&2
+
+# One short untimed run first, so the first measured run does not pay for cold caches.
+"$bench" --ops 100000 >/dev/null 2>&1
+
+r=1
+while [ "$r" -le "$runs" ]; do
+    for t in $threads_list; do
+        for cfg in $configs; do
+            run_one "$cfg" "$t" "$ops" "$r"
+        done
+    done
+    echo "bench/run.sh: round $r/$runs done ($(($(date +%s) - start_time)) s)" >&2
+    r=$((r + 1))
+done
+
+vg_ops=$((ops / vg_div))
+[ "$vg_ops" -ge 1 ] || vg_ops=1
+if [ -n "$valgrind_bin" ]; then
+    for t in $threads_list; do
+        run_one valgrind "$t" "$vg_ops" 1
+    done
+    echo "bench/run.sh: valgrind done ($(($(date +%s) - start_time)) s)" >&2
+elif [ "$want_valgrind" = 0 ]; then
+    notes="$notes
+- valgrind skipped (BENCH_VALGRIND=0)."
+else
+    notes="$notes
+- valgrind skipped: valgrind is not installed (make deps-bench installs it)."
+fi
+
+# ---- the table --------------------------------------------------------------------------
+table=$tmp/table.md
+{
+    echo "| config | threads | median seconds | Mops/s | ratio to glibc | peak RSS MiB | target | verdict |"
+    echo "|---|---:|---:|---:|---:|---:|---|---|"
+} >"$table"
+
+row_configs=$configs
+[ -n "$valgrind_bin" ] && row_configs="$row_configs valgrind"
+for t in $threads_list; do
+    base_secs=$(median 1 "$tmp/res.glibc.$t")
+    for cfg in $row_configs; do
+        res=$tmp/res.$cfg.$t
+        label=$(cfg_label "$cfg")
+        target=$(cfg_target "$cfg")
+        if [ "$cfg" = valgrind ]; then
+            label="$label (scaled from $vg_ops ops)"
+        fi
+        if [ ! -s "$res" ]; then
+            echo "| $label | $t | failed | - | - | - | $target | - |" >>"$table"
+            continue
+        fi
+        secs=$(median 1 "$res")
+        rss=$(median 2 "$res")
+        total=$(median 3 "$res")
+        scale=1
+        [ "$cfg" = valgrind ] && scale=$(awk -v a="$ops" -v b="$vg_ops" 'BEGIN { print a / b }')
+        awk -v label="$label" -v t="$t" -v secs="$secs" -v scale="$scale" -v total="$total" \
+            -v base="$base_secs" -v rss="$rss" -v target="$target" 'BEGIN {
+            s = secs * scale
+            mops = total / secs / 1e6
+            ratio = "-"
+            if (base ~ /^[0-9.]+$/ && base > 0) ratio = sprintf("%.2f", s / base)
+            rss_mib = (rss ~ /^[0-9.]+$/) ? sprintf("%.1f", rss / 1024) : "n/a"
+            verdict = "-"
+            if (target != "-" && ratio != "-") {
+                limit = target; sub(/^<= */, "", limit)
+                verdict = (s / base <= limit + 0) ? "within" : "over"
+            }
+            printf "| %s | %s | %.3f | %.2f | %s | %s | %s | %s |\n", label, t, s, mops, ratio, rss_mib, target, verdict
+        }' >>"$table"
+    done
+done
+
+# Every run, for judging the noise.
+runs_list=$tmp/runs.md
+for t in $threads_list; do
+    for cfg in $row_configs; do
+        [ -s "$tmp/res.$cfg.$t" ] || continue
+        echo "- $(cfg_label "$cfg"), $t thread(s): $(awk '{ printf "%s%s", (NR > 1 ? " " : ""), $1 }' "$tmp/res.$cfg.$t") s" >>"$runs_list"
+    done
+done
+
+cat "$table"
+[ -n "$notes" ] && printf '%s\n' "$notes" | sed '/^$/d'
+
+mkdir -p "$build/bench"
+results=$build/bench/results.md
+{
+    echo "# malloc_bench results"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+    echo "- machine: $(nproc 2>/dev/null || echo '?') CPU(s), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)," \
+        "$(getconf GNU_LIBC_VERSION 2>/dev/null), Linux $(uname -r)"
+    echo "- workload: malloc_bench --ops $ops (calls per thread), $runs runs per row, median, runs interleaved"
+    echo "- valgrind: one run of --ops $vg_ops per thread count, its time multiplied by $ops/$vg_ops"
+    echo "- peak RSS: $([ -n "$time_bin" ] && echo "/usr/bin/time -f %M" || echo "getrusage in malloc_bench") (median over runs; valgrind's includes Valgrind itself)"
+    echo "- ratio: median seconds / glibc's median seconds at the same thread count; verdicts are informative only"
+    echo
+    cat "$table"
+    [ -n "$notes" ] && printf '%s\n' "$notes" | sed '/^$/d'
+    echo
+    echo "## Individual runs (seconds)"
+    echo
+    cat "$runs_list"
+} >"$results"
+echo "bench/run.sh: results written to $results ($(($(date +%s) - start_time)) s)" >&2
+
+if [ "$failures" -gt 0 ]; then
+    echo "bench/run.sh: $failures run(s) FAILED (see above)" >&2
+    exit 1
+fi
+exit 0

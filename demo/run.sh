@@ -1,0 +1,23 @@
+#!/bin/sh
+# `make demo`: runs a program with a one-byte heap overflow, first alone (nothing is noticed),
+# then under `heapscope debug`, which reports the corrupted rear guard Android-style.
+set -eu
+build=${1:-build}
+demo_bin="$build/demo/overflow"
+heapscope="$build/bin/heapscope"
+
+echo "== 1. The program alone: the overflow goes unnoticed"
+echo "\$ $demo_bin"
+"$demo_bin"
+echo
+echo "== 2. Under heapscope's malloc debug (guards around every allocation)"
+echo "\$ heapscope debug -o guard -- $demo_bin"
+"$heapscope" debug -o guard -- "$demo_bin"
+echo
+echo "== 3. The same with abort_on_error: the program stops at the first error"
+echo "\$ heapscope debug -o 'guard abort_on_error' -- $demo_bin"
+status=0
+"$heapscope" debug -o "guard abort_on_error" -- "$demo_bin" || status=$?
+echo "(exit status $status: killed by SIGABRT)"
+echo
+echo "Next: 'heapscope debug --help', and docs/malloc_debug.md for every option."

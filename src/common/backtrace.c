@@ -1,0 +1,186 @@
+/* backtrace.c: malloc-free stack capture (libunwind) and Android-format printing.
+ * See backtrace.h for the contracts, the measurements and the signal-safety notes.
+ */
+#define UNW_LOCAL_ONLY
+#include "backtrace.h"
+
+#include "elf_symbols.h"
+#include "log.h"
+#include "proc_maps.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <libunwind.h>
+#include <stdbool.h>
+#include <string.h>
+
+/* Skips up to this many frames through the fast path; more use the slow path. */
+#define HS_BACKTRACE_MAX_SKIP 64
+/* Bound on unw_step iterations of the slow path (corrupt stacks can loop). */
+#define HS_BACKTRACE_MAX_STEPS 4096
+
+/* Set while this thread is inside unw_backtrace, whose per-thread cache must not be re-entered
+ * (a signal handler capturing during a capture). */
+static __thread int t_in_fast_capture __attribute__((tls_model("initial-exec")));
+
+/* noinline: frame 0 of both unwinds below is the return address into this function, which is
+ * dropped along with `skip` more. */
+__attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames,
+                                                      size_t skip)
+{
+    if (max_frames == 0)
+        return 0;
+    if (max_frames > HS_BACKTRACE_MAX_FRAMES)
+        max_frames = HS_BACKTRACE_MAX_FRAMES;
+    int saved_errno = errno;
+    size_t n = 0;
+
+    if (!t_in_fast_capture && skip <= HS_BACKTRACE_MAX_SKIP) {
+        size_t want = max_frames + skip + 1;
+        void *tmp[want];
+        t_in_fast_capture = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        int got = unw_backtrace(tmp, (int)want);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t_in_fast_capture = 0;
+        for (size_t i = skip + 1; i < (size_t)(got > 0 ? got : 0); i++)
+            frames[n++] = (uintptr_t)tmp[i];
+    } else {
+        unw_context_t uc;
+        unw_cursor_t cursor;
+        if (unw_getcontext(&uc) == 0 && unw_init_local(&cursor, &uc) == 0) {
+            size_t depth = 0;
+            do {
+                unw_word_t ip;
+                if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+                    break;
+                if (depth++ > skip) {
+                    frames[n++] = (uintptr_t)ip;
+                    if (n == max_frames)
+                        break;
+                }
+            } while (depth < HS_BACKTRACE_MAX_STEPS && unw_step(&cursor) > 0);
+        }
+    }
+    errno = saved_errno;
+    return n;
+}
+
+/* ELF files opened while printing one backtrace, keyed by device and inode. */
+#define ELF_SLOTS 4
+
+struct elf_slot {
+    bool used;
+    bool ok; /* elf is open and trusted */
+    dev_t dev;
+    uint64_t inode;
+    unsigned last_use;
+    struct hs_elf elf;
+};
+
+struct symbolizer {
+    struct hs_map map; /* mapping of the previous frame */
+    bool have_map;
+    unsigned tick;
+    struct elf_slot slots[ELF_SLOTS];
+};
+
+/* Returns the opened ELF file of the (file) mapping in s->map, or NULL. */
+static const struct hs_elf *file_elf(struct symbolizer *s)
+{
+    const struct hs_map *m = &s->map;
+    struct elf_slot *slot = NULL;
+    for (int i = 0; i < ELF_SLOTS; i++) {
+        struct elf_slot *c = &s->slots[i];
+        if (c->used && c->dev == m->dev && c->inode == m->inode) {
+            slot = c;
+            break;
+        }
+    }
+    if (!slot) {
+        slot = &s->slots[0];
+        for (int i = 0; i < ELF_SLOTS; i++) {
+            struct elf_slot *c = &s->slots[i];
+            if (!c->used) {
+                slot = c;
+                break;
+            }
+            if (c->last_use < slot->last_use)
+                slot = c;
+        }
+        if (slot->used)
+            hs_elf_close(&slot->elf);
+        slot->used = true;
+        slot->dev = m->dev;
+        slot->inode = m->inode;
+        slot->ok = hs_elf_open(&slot->elf, m->path);
+        /* A deleted file's path may now name another file. Elsewhere the identity is not
+         * checked: on overlayfs the maps show the underlying file's device. */
+        if (slot->ok && m->deleted && (slot->elf.dev != m->dev || slot->elf.inode != m->inode)) {
+            hs_elf_close(&slot->elf);
+            slot->ok = false;
+        }
+    }
+    slot->last_use = ++s->tick;
+    return slot->ok ? &slot->elf : NULL;
+}
+
+static void log_frame(struct symbolizer *s, size_t index, uintptr_t pc)
+{
+    /* Return addresses may point past the end of the calling function's code. */
+    uintptr_t lookup = index > 0 && pc > 0 ? pc - 1 : pc;
+    struct hs_map *m = &s->map;
+    if (!(s->have_map && lookup >= m->start && lookup < m->end))
+        s->have_map = pc != 0 && hs_maps_find(0, lookup, m);
+
+    bool is_file = s->have_map && m->path[0] == '/';
+    bool is_vdso = s->have_map && strcmp(m->path, "[vdso]") == 0;
+    if (!is_file && !is_vdso) {
+        hs_log("          #%02zu  pc %016lx  <unknown>", index, (unsigned long)pc);
+        return;
+    }
+
+    struct hs_elf vdso;
+    const struct hs_elf *elf = NULL;
+    if (is_file)
+        elf = file_elf(s);
+    else if (hs_elf_open_image(&vdso, (const void *)m->start, m->end - m->start))
+        elf = &vdso;
+
+    uintptr_t bias = m->load_base;
+    bool exec = m->perms & HS_MAP_EXEC;
+    if (elf && !hs_elf_load_bias(elf, m->start, m->offset, exec, &bias) &&
+        hs_elf_type(elf) == ET_EXEC)
+        bias = 0;
+
+    char name[512];
+    uintptr_t offset;
+    const char *suffix = m->deleted ? " (deleted)" : "";
+    if (elf && hs_elf_lookup(elf, lookup - bias, name, sizeof(name), &offset)) {
+        hs_log("          #%02zu  pc %016lx  %s%s (%s+%lu)", index, (unsigned long)(pc - bias),
+               m->path, suffix, name, (unsigned long)(offset + (pc - lookup)));
+    } else {
+        hs_log("          #%02zu  pc %016lx  %s%s", index, (unsigned long)(pc - bias), m->path,
+               suffix);
+    }
+}
+
+void hs_backtrace_log(const uintptr_t *frames, size_t n)
+{
+    if (n == 0) {
+        hs_log("  Backtrace failed to get any frames.");
+        return;
+    }
+    int saved_errno = errno;
+    struct symbolizer s;
+    s.have_map = false;
+    s.tick = 0;
+    for (int i = 0; i < ELF_SLOTS; i++)
+        s.slots[i].used = false;
+    for (size_t i = 0; i < n; i++)
+        log_frame(&s, i, frames[i]);
+    for (int i = 0; i < ELF_SLOTS; i++)
+        if (s.slots[i].used)
+            hs_elf_close(&s.slots[i].elf);
+    errno = saved_errno;
+}

@@ -1,0 +1,183 @@
+/* log.c: allocation-free line logging (see log.h). */
+#include "log.h"
+
+#include "env.h"
+#include "format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static struct {
+    char tag[32];
+    char program[256];
+    char file_pattern[PATH_MAX]; /* HEAPSCOPE_LOG_FILE, empty for stderr */
+    hs_log_sink_fn sink;
+    void *sink_ctx;
+    /* Report lock: owner is (pid << 32 | tid), 0 when free. Only the owner touches
+     * depth and report_fd. */
+    _Atomic uint64_t owner;
+    int depth;
+    int report_fd;
+} g_log = {.tag = "heapscope", .program = "unknown", .report_fd = -1};
+
+static void set_program_name(const char *name)
+{
+    size_t len = strnlen(name, sizeof(g_log.program) - 1);
+    memcpy(g_log.program, name, len);
+    g_log.program[len] = '\0';
+}
+
+void hs_log_set_program_name(const char *name)
+{
+    const char *base = name;
+    for (const char *p = name; *p; p++)
+        if (*p == '/' && p[1])
+            base = p + 1;
+    set_program_name(base);
+}
+
+static void read_program_name(void)
+{
+    char buf[sizeof(g_log.program)];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0'; /* argv[0] ends at the first NUL */
+    hs_log_set_program_name(buf);
+}
+
+void hs_log_init(const char *tag)
+{
+    size_t n = strnlen(tag, sizeof(g_log.tag) - 1);
+    memcpy(g_log.tag, tag, n);
+    g_log.tag[n] = '\0';
+    read_program_name();
+    hs_env_get("HEAPSCOPE_LOG_FILE", g_log.file_pattern, sizeof(g_log.file_pattern));
+}
+
+const char *hs_log_program_name(void)
+{
+    return g_log.program;
+}
+
+void hs_log_set_sink(hs_log_sink_fn sink, void *ctx)
+{
+    g_log.sink = sink;
+    g_log.sink_ctx = ctx;
+}
+
+static uint64_t self_id(void)
+{
+    return (uint64_t)getpid() << 32 | (uint32_t)syscall(SYS_gettid);
+}
+
+/* Opens the log file, expanding "%p" to the pid; -1 means use stderr. */
+static int open_log_file(void)
+{
+    if (!g_log.file_pattern[0])
+        return -1;
+    char path[PATH_MAX];
+    size_t len = 0;
+    for (const char *p = g_log.file_pattern; *p && len + 1 < sizeof(path); p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            len += hs_format(path + len, sizeof(path) - len, "%d", (int)getpid());
+            p++;
+        } else {
+            path[len++] = *p;
+        }
+    }
+    path[len] = '\0';
+    int saved = errno;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    errno = saved;
+    return fd;
+}
+
+static void write_all(int fd, const char *s, size_t n)
+{
+    int saved = errno;
+    while (n > 0) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        s += w;
+        n -= (size_t)w;
+    }
+    errno = saved;
+}
+
+void hs_log_begin(void)
+{
+    uint64_t me = self_id();
+    uint64_t owner = atomic_load_explicit(&g_log.owner, memory_order_acquire);
+    if (owner == me) {
+        g_log.depth++;
+        return;
+    }
+    for (;;) {
+        owner = atomic_load_explicit(&g_log.owner, memory_order_relaxed);
+        /* A lock held by a thread of the parent process before fork is stale here. */
+        if (owner != 0 && (owner >> 32) != (uint64_t)getpid() &&
+            atomic_compare_exchange_weak(&g_log.owner, &owner, me))
+            break;
+        uint64_t expected = 0;
+        if (atomic_compare_exchange_weak_explicit(&g_log.owner, &expected, me,
+                                                  memory_order_acquire, memory_order_relaxed))
+            break;
+        sched_yield();
+    }
+    g_log.depth = 1;
+    g_log.report_fd = open_log_file();
+}
+
+void hs_log_end(void)
+{
+    if (atomic_load_explicit(&g_log.owner, memory_order_relaxed) != self_id())
+        return;
+    if (--g_log.depth > 0)
+        return;
+    if (g_log.report_fd >= 0)
+        close(g_log.report_fd);
+    g_log.report_fd = -1;
+    atomic_store_explicit(&g_log.owner, 0, memory_order_release);
+}
+
+void hs_vlog(const char *fmt, va_list ap)
+{
+    char line[HS_LOG_LINE_MAX];
+    size_t n = hs_format(line, sizeof(line), "%s[%d] %s: ", g_log.program, (int)getpid(), g_log.tag);
+    n += hs_vformat(line + n, sizeof(line) - n - 1, fmt, ap);
+    line[n++] = '\n';
+    line[n] = '\0';
+
+    if (g_log.sink) {
+        g_log.sink(line, n, g_log.sink_ctx);
+        return;
+    }
+    int in_report = atomic_load_explicit(&g_log.owner, memory_order_relaxed) == self_id();
+    int fd = in_report ? g_log.report_fd : open_log_file();
+    write_all(fd >= 0 ? fd : STDERR_FILENO, line, n);
+    if (!in_report && fd >= 0)
+        close(fd);
+}
+
+void hs_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    hs_vlog(fmt, ap);
+    va_end(ap);
+}

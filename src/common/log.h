@@ -1,0 +1,42 @@
+/* log.h: line logging for code that runs inside malloc or a signal handler.
+ *
+ * Every line is "<program>[<pid>] <tag>: <message>\n", formatted with hs_format into a stack
+ * buffer and written with one write(2): no malloc, no stdio, no locale. Lines go to stderr,
+ * or to the file named by HEAPSCOPE_LOG_FILE (appended; "%p" in the name becomes the pid),
+ * which is opened for each report so that a program closing its descriptors cannot lose it.
+ *
+ * A multi-line report is framed by hs_log_begin()/hs_log_end() so that reports from several
+ * threads never interleave. The report lock may be re-entered by its owner and is released
+ * automatically in a child after fork (the owner's pid no longer matches).
+ */
+#ifndef HEAPSCOPE_COMMON_LOG_H
+#define HEAPSCOPE_COMMON_LOG_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#define HS_LOG_LINE_MAX 2048
+
+/* Sets the tag ("malloc_debug", "heapprofd", ...) and reads the program name and the
+ * HEAPSCOPE_LOG_FILE setting. Safe to call more than once and before libc is set up. */
+void hs_log_init(const char *tag);
+
+/* Basename of argv[0] of this process ("unknown" before hs_log_init). */
+const char *hs_log_program_name(void);
+
+/* Overrides the program name (for a tool that speaks for another program). */
+void hs_log_set_program_name(const char *name);
+
+/* Logs one line. Async-signal-safe. */
+void hs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hs_vlog(const char *fmt, va_list ap);
+
+/* Frames a multi-line report: lines logged in between stay together. */
+void hs_log_begin(void);
+void hs_log_end(void);
+
+/* Redirects all lines to a callback instead of a file (unit tests). NULL restores. */
+typedef void (*hs_log_sink_fn)(const char *line, size_t len, void *ctx);
+void hs_log_set_sink(hs_log_sink_fn sink, void *ctx);
+
+#endif

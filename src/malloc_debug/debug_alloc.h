@@ -1,0 +1,22 @@
+/* debug_alloc.h: the allocation calls with malloc debug on.
+ *
+ * entry_points.c calls these only when hs_md.mode is HS_MD_DEBUG and the calling thread is
+ * not inside the shim's own code. Semantics (errno, NULL, alignment rounding, realloc edge
+ * cases) are Android malloc debug's; see docs/malloc_debug.md.
+ */
+#ifndef HEAPSCOPE_MALLOC_DEBUG_DEBUG_ALLOC_H
+#define HEAPSCOPE_MALLOC_DEBUG_DEBUG_ALLOC_H
+
+#include <stddef.h>
+
+void *hs_md_debug_malloc(size_t size);
+void hs_md_debug_free(void *ptr);
+void *hs_md_debug_calloc(size_t nmemb, size_t size);
+void *hs_md_debug_realloc(void *ptr, size_t size);
+void *hs_md_debug_memalign(size_t alignment, size_t size);
+int hs_md_debug_posix_memalign(void **memptr, size_t alignment, size_t size);
+void *hs_md_debug_aligned_alloc(size_t alignment, size_t size);
+void *hs_md_debug_pvalloc(size_t size);
+size_t hs_md_debug_malloc_usable_size(void *ptr);
+
+#endif

@@ -1,0 +1,44 @@
+/* debug_state.h: the shim's process-wide state, set once by init.c and read-only after.
+ *
+ * `mode` is the only field read on the hot path: every entry point tests it with one
+ * predicted branch and calls glibc directly when malloc debug is off (pass-through).
+ */
+#ifndef HEAPSCOPE_MALLOC_DEBUG_DEBUG_STATE_H
+#define HEAPSCOPE_MALLOC_DEBUG_DEBUG_STATE_H
+
+#include "options.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum hs_md_mode {
+    HS_MD_UNINIT = 0,    /* no call has reached the shim yet */
+    HS_MD_INITIALIZING,  /* one thread is reading the options */
+    HS_MD_PASSTHROUGH,   /* off: every call goes straight to glibc */
+    HS_MD_DEBUG,         /* on: calls go through debug_alloc.c */
+};
+
+struct hs_md_state {
+    int mode; /* enum hs_md_mode; written with release, read with acquire/relaxed */
+    struct hs_md_config cfg;
+    bool header;        /* allocations carry a header (a guard is on) */
+    size_t extra_bytes; /* bytes added to each request: link area + header + guards + expand */
+    uintptr_t self_start, self_end; /* our own code, dropped from the top of backtraces */
+};
+
+extern struct hs_md_state hs_md;
+
+/* Reads the environment and options and sets hs_md.mode; called by the first entry into
+ * the shim (and by the library constructor). Returns the final mode. Thread-safe. */
+int hs_md_init(void);
+
+/* Re-entry guard: set while the shim runs its own code (init, reports), so allocations made
+ * by what that code calls go straight to glibc. */
+extern __thread int hs_md_in_shim __attribute__((tls_model("initial-exec")));
+
+static inline int hs_md_mode_now(void)
+{
+    return __atomic_load_n(&hs_md.mode, __ATOMIC_ACQUIRE);
+}
+
+#endif

@@ -1,0 +1,124 @@
+/* entry_points.c: the allocation functions libmalloc_debug.so exports over glibc's.
+ *
+ * Each one is a single predicted branch when malloc debug is off: the mode is read once and
+ * glibc's __libc_* function is tail-called (cost: one load, one compare, one jump on top of
+ * glibc). Everything else - first-call initialisation, calls made by the shim's own code,
+ * the debug paths - lives in the out-of-line slow path.
+ */
+#include "debug_alloc.h"
+#include "debug_state.h"
+#include "libc_malloc.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#define HS_EXPORT __attribute__((visibility("default")))
+#define HS_PASSTHROUGH()                                                                  \
+    __builtin_expect(__atomic_load_n(&hs_md.mode, __ATOMIC_RELAXED) == HS_MD_PASSTHROUGH, 1)
+
+/* Slow path: true when this call must go to glibc (malloc debug off, or the shim's own
+ * code calling). Initialises on the first call. */
+static __attribute__((noinline)) int use_libc(void)
+{
+    if (hs_md_in_shim)
+        return 1;
+    int mode = hs_md_mode_now();
+    if (mode < HS_MD_PASSTHROUGH)
+        mode = hs_md_init();
+    return mode != HS_MD_DEBUG;
+}
+
+static int passthrough_posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+    if (alignment % sizeof(void *) != 0 || (alignment & (alignment - 1)) != 0 || alignment == 0)
+        return EINVAL;
+    int saved_errno = errno;
+    void *p = __libc_memalign(alignment, size);
+    errno = saved_errno;
+    if (!p)
+        return ENOMEM;
+    *memptr = p;
+    return 0;
+}
+
+HS_EXPORT void *malloc(size_t size)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        return __libc_malloc(size);
+    return hs_md_debug_malloc(size);
+}
+
+HS_EXPORT void free(void *ptr)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        __libc_free(ptr);
+    else
+        hs_md_debug_free(ptr);
+}
+
+HS_EXPORT void *calloc(size_t nmemb, size_t size)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        return __libc_calloc(nmemb, size);
+    return hs_md_debug_calloc(nmemb, size);
+}
+
+HS_EXPORT void *realloc(void *ptr, size_t size)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        return __libc_realloc(ptr, size);
+    return hs_md_debug_realloc(ptr, size);
+}
+
+HS_EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(ptr, total);
+}
+
+HS_EXPORT void *memalign(size_t alignment, size_t size)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        return __libc_memalign(alignment, size);
+    return hs_md_debug_memalign(alignment, size);
+}
+
+HS_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        return passthrough_posix_memalign(memptr, alignment, size);
+    return hs_md_debug_posix_memalign(memptr, alignment, size);
+}
+
+HS_EXPORT void *aligned_alloc(size_t alignment, size_t size)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        return __libc_memalign(alignment, size); /* glibc 2.36's aligned_alloc is memalign */
+    return hs_md_debug_aligned_alloc(alignment, size);
+}
+
+HS_EXPORT void *valloc(size_t size)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        return __libc_valloc(size);
+    return hs_md_debug_memalign((size_t)getpagesize(), size);
+}
+
+HS_EXPORT void *pvalloc(size_t size)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        return __libc_pvalloc(size);
+    return hs_md_debug_pvalloc(size);
+}
+
+HS_EXPORT size_t malloc_usable_size(void *ptr)
+{
+    if (HS_PASSTHROUGH() || use_libc())
+        return ptr ? hs_md_libc_usable_size(ptr) : 0;
+    return hs_md_debug_malloc_usable_size(ptr);
+}

@@ -1,0 +1,61 @@
+/* guard.c: guard verification and the CORRUPTED GUARD report (see guard.h). */
+#include "guard.h"
+
+#include "log.h"
+#include "report.h"
+
+#include <string.h>
+
+/* True when all n bytes at p equal v. Compares a word at a time: guards are checked on
+ * every free, so this is on the hot path of the guard options. */
+static bool bytes_all_equal(const uint8_t *p, size_t n, uint8_t v)
+{
+    uint64_t word = 0x0101010101010101ull * v;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (w != word)
+            return false;
+    }
+    for (; i < n; i++)
+        if (p[i] != v)
+            return false;
+    return true;
+}
+
+static void report_corrupted(const struct hs_md_header *h, const char *which, const uint8_t *guard,
+                             size_t n, uint8_t expected)
+{
+    const uint8_t *user = hs_md_user_of(h);
+    hs_md_report_begin();
+    hs_log("+++ ALLOCATION %p SIZE %zu HAS A CORRUPTED %s GUARD", (void *)user, h->size, which);
+    for (size_t i = 0; i < n; i++) {
+        if (guard[i] != expected)
+            hs_log("  allocation[%ld] = 0x%02x (expected 0x%02x)", (long)(guard + i - user),
+                   guard[i], expected);
+    }
+    hs_md_report_end_with_backtrace();
+}
+
+bool hs_md_guards_check(const struct hs_md_header *h)
+{
+    const struct hs_md_config *cfg = &hs_md.cfg;
+    const uint8_t *user = hs_md_user_of(h);
+    bool ok = true;
+    if (cfg->options & HS_OPT_FRONT_GUARD) {
+        const uint8_t *front = user - cfg->front_guard_bytes;
+        if (!bytes_all_equal(front, cfg->front_guard_bytes, cfg->front_guard_value)) {
+            report_corrupted(h, "FRONT", front, cfg->front_guard_bytes, cfg->front_guard_value);
+            ok = false;
+        }
+    }
+    if (cfg->options & HS_OPT_REAR_GUARD) {
+        const uint8_t *rear = user + h->size;
+        if (!bytes_all_equal(rear, cfg->rear_guard_bytes, cfg->rear_guard_value)) {
+            report_corrupted(h, "REAR", rear, cfg->rear_guard_bytes, cfg->rear_guard_value);
+            ok = false;
+        }
+    }
+    return ok;
+}

@@ -1,0 +1,172 @@
+/* init.c: deciding, once per process, whether malloc debug is on and with what options.
+ *
+ * Runs inside the first allocation call of the process (possibly before libc has finished
+ * its own start-up) or in the library constructor, whichever comes first. It reads
+ * LIBC_DEBUG_MALLOC_OPTIONS and LIBC_DEBUG_MALLOC_PROGRAM without allocating, parses the
+ * options, and publishes the mode. Any problem leaves the shim a pass-through.
+ */
+#define _GNU_SOURCE
+#include "debug_state.h"
+#include "header.h"
+#include "libc_malloc.h"
+
+#include "backtrace.h"
+#include "env.h"
+#include "log.h"
+#include "proc_maps.h"
+
+#include <dlfcn.h>
+#include <sched.h>
+#include <string.h>
+
+struct hs_md_state hs_md;
+__thread int hs_md_in_shim __attribute__((tls_model("initial-exec")));
+
+static size_t (*g_libc_usable_size)(void *);
+
+/* glibc's chunk layout, used only if dlsym cannot find malloc_usable_size: the size word
+ * sits just before the pointer; mmapped chunks (bit 1) have one word less of payload. */
+static size_t chunk_usable_size(void *ptr)
+{
+    size_t word = ((size_t *)ptr)[-1];
+    size_t chunk = word & ~(size_t)7;
+    return chunk - ((word & 2) ? 2 : 1) * sizeof(size_t);
+}
+
+size_t hs_md_libc_usable_size(void *ptr)
+{
+    return g_libc_usable_size(ptr);
+}
+
+/* Options whose behaviour is not part of this build yet: accepted, announced once. */
+static void log_inactive_options(uint32_t options)
+{
+    static const struct {
+        uint32_t bit;
+        const char *name;
+    } inactive[] = {
+        {HS_OPT_BACKTRACE, "backtrace"},
+        {HS_OPT_BACKTRACE_DUMP_ON_EXIT, "backtrace_dump_on_exit"},
+        {HS_OPT_BACKTRACE_FULL, "backtrace_full"},
+        {HS_OPT_BACKTRACE_SPECIFIC_SIZES, "backtrace_size"},
+        {HS_OPT_FREE_TRACK, "free_track"},
+        {HS_OPT_LEAK_TRACK, "leak_track"},
+        {HS_OPT_RECORD_ALLOCS, "record_allocs"},
+        {HS_OPT_RECORD_ALLOCS_ON_EXIT, "record_allocs_on_exit"},
+        {HS_OPT_VERIFY_POINTERS, "verify_pointers"},
+        {HS_OPT_CHECK_UNREACHABLE_ON_SIGNAL, "check_unreachable_on_signal"},
+        {HS_OPT_LOG_ALLOCATOR_STATS_ON_SIGNAL, "log_allocator_stats_on_signal"},
+        {HS_OPT_LOG_ALLOCATOR_STATS_ON_EXIT, "log_allocator_stats_on_exit"},
+    };
+    for (size_t i = 0; i < sizeof(inactive) / sizeof(inactive[0]); i++) {
+        if (options & inactive[i].bit)
+            hs_log("%s: option '%s' is not available in this build of heapscope; ignored",
+                   hs_log_program_name(), inactive[i].name);
+    }
+}
+
+struct self_range {
+    const char *path;
+    uintptr_t start, end;
+};
+
+static int widen_self_range(const struct hs_map *m, void *arg)
+{
+    struct self_range *r = arg;
+    if (strcmp(m->path, r->path) == 0) {
+        if (r->start == 0 || m->start < r->start)
+            r->start = m->start;
+        if (m->end > r->end)
+            r->end = m->end;
+    }
+    return 0;
+}
+
+/* Finds the address range of this library, whose frames are dropped from backtraces. */
+static void find_self_range(void)
+{
+    struct hs_map self;
+    if (!hs_maps_find(0, (uintptr_t)&find_self_range, &self))
+        return;
+    struct self_range r = {self.path, 0, 0};
+    hs_maps_foreach(0, widen_self_range, &r);
+    hs_md.self_start = r.start;
+    hs_md.self_end = r.end;
+}
+
+static bool only_whitespace(const char *s)
+{
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != '\f' && *s != '\v')
+            return false;
+    return true;
+}
+
+static int configure(void)
+{
+    hs_log_init("malloc_debug");
+    g_libc_usable_size = (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+    if (!g_libc_usable_size)
+        g_libc_usable_size = chunk_usable_size;
+
+    static char options[8192];
+    ssize_t len = hs_env_get("LIBC_DEBUG_MALLOC_OPTIONS", options, sizeof(options));
+    if (len < 0 || only_whitespace(options)) {
+        if (len < (ssize_t)sizeof(options))
+            return HS_MD_PASSTHROUGH;
+        hs_log("%s: LIBC_DEBUG_MALLOC_OPTIONS is longer than %zu bytes; malloc debug stays off",
+               hs_log_program_name(), sizeof(options) - 1);
+        return HS_MD_PASSTHROUGH;
+    }
+
+    char program[256];
+    len = hs_env_get("LIBC_DEBUG_MALLOC_PROGRAM", program, sizeof(program));
+    if (len > 0 && (len >= (ssize_t)sizeof(program) || strcmp(program, hs_log_program_name()) != 0))
+        return HS_MD_PASSTHROUGH;
+
+    if (!hs_md_config_parse(&hs_md.cfg, options))
+        return HS_MD_PASSTHROUGH;
+    const struct hs_md_config *cfg = &hs_md.cfg;
+    if (cfg->options == 0)
+        return HS_MD_PASSTHROUGH;
+
+    hs_md.header = (cfg->options & HS_OPT_HEADER_OPTIONS) != 0;
+    hs_md.extra_bytes = (cfg->options & HS_OPT_EXPAND_ALLOC) ? cfg->expand_alloc_bytes : 0;
+    if (hs_md.header)
+        hs_md.extra_bytes += hs_md_user_offset() + cfg->rear_guard_bytes;
+    find_self_range();
+    /* Warm libunwind up now: its first capture on a thread sets up caches, and doing that
+     * here rather than inside a report keeps reports free of surprises. */
+    uintptr_t frame;
+    hs_backtrace_capture(&frame, 1, 0);
+
+    if (cfg->options & HS_OPT_VERBOSE)
+        hs_log("%s: malloc debug enabled", hs_log_program_name());
+    log_inactive_options(cfg->options);
+    return HS_MD_DEBUG;
+}
+
+int hs_md_init(void)
+{
+    int expected = HS_MD_UNINIT;
+    if (__atomic_compare_exchange_n(&hs_md.mode, &expected, HS_MD_INITIALIZING, false,
+                                    __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+        hs_md_in_shim++;
+        int mode = configure();
+        __atomic_store_n(&hs_md.mode, mode, __ATOMIC_RELEASE);
+        hs_md_in_shim--;
+        return mode;
+    }
+    int mode;
+    while ((mode = hs_md_mode_now()) == HS_MD_INITIALIZING)
+        sched_yield();
+    return mode;
+}
+
+/* Initialise at load time too, so "malloc debug enabled" appears even in a program that
+ * never allocates. */
+__attribute__((constructor)) static void hs_md_constructor(void)
+{
+    if (hs_md_mode_now() == HS_MD_UNINIT)
+        hs_md_init();
+}

@@ -1,0 +1,28 @@
+/* report.h: the error reports malloc debug logs, in Android's exact wording.
+ *
+ * Every report is framed by the divider line and ends with the backtrace at the time of
+ * failure; with abort_on_error the process aborts after the report. Reports never
+ * allocate (format.c + log.c + a libunwind capture into a stack array).
+ */
+#ifndef HEAPSCOPE_MALLOC_DEBUG_REPORT_H
+#define HEAPSCOPE_MALLOC_DEBUG_REPORT_H
+
+#include <stdint.h>
+
+#define HS_MD_LOG_DIVIDER "*** *** *** *** *** *** *** *** *** *** *** *** *** *** *** ***"
+
+/* Opens a report: takes the log's report lock and logs the divider. */
+void hs_md_report_begin(void);
+
+/* Logs "Backtrace at time of failure:" and the caller's frames (the shim's own frames are
+ * left out), then the closing divider; releases the lock; aborts with abort_on_error. */
+void hs_md_report_end_with_backtrace(void);
+
+/* The whole report for a bad pointer given to `function`:
+ * "+++ ALLOCATION %p <error> (<function>)". `error` is e.g. "USED AFTER FREE". */
+void hs_md_report_pointer_error(const void *ptr, const char *error, const char *function);
+
+/* The same for an invalid header tag: "+++ ALLOCATION %p HAS INVALID TAG %x (<function>)". */
+void hs_md_report_invalid_tag(const void *ptr, uint32_t tag, const char *function);
+
+#endif

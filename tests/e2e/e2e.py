@@ -1,0 +1,104 @@
+"""Helpers for heapscope's end-to-end tests: run a program under the shim, split the log.
+
+Log lines look like "<program>[<pid>] malloc_debug: <body>"; reports are compared on their
+bodies, with the program name and pid checked separately.
+"""
+import os
+import re
+import subprocess
+import unittest
+
+BUILD = os.environ["HS_BUILD_DIR"]
+SHIM = os.environ["HS_MALLOC_DEBUG"]
+BUGS = os.environ["HS_MD_BUGS"]
+STRESS = os.environ["HS_MD_STRESS"]
+CLI = os.environ["HS_CLI"]
+
+DIVIDER = "*** *** *** *** *** *** *** *** *** *** *** *** *** *** *** ***"
+LINE_RE = re.compile(r"^(?P<prog>[^\[\s]+)\[(?P<pid>\d+)\] malloc_debug: (?P<body>.*)$")
+FRAME_RE = re.compile(r"^          #(?P<num>\d\d)  pc (?P<pc>[0-9a-f]{16})  (?P<path>\S+)"
+                      r"(?: \((?P<sym>[^+()]+)\+(?P<off>\d+)\))?$")
+USAGE = [
+    "For malloc debug option descriptions go to:",
+]
+
+
+class Run:
+    """The result of one program run: stdout values, log bodies, exit status."""
+
+    def __init__(self, proc, prog):
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.values = {}
+        for line in proc.stdout.splitlines():
+            for word in line.split():
+                if "=" in word:
+                    k, v = word.split("=", 1)
+                    self.values[k] = v
+        self.log = []       # bodies of malloc_debug lines
+        self.other = []     # stderr lines that are not malloc_debug lines
+        for line in proc.stderr.splitlines():
+            m = LINE_RE.match(line)
+            if m:
+                if m.group("prog") != prog:
+                    raise AssertionError("log line names program %r, expected %r: %s"
+                                         % (m.group("prog"), prog, line))
+                if "pid" in self.values and m.group("pid") != self.values["pid"]:
+                    raise AssertionError("log line pid %s, program pid %s"
+                                         % (m.group("pid"), self.values["pid"]))
+                self.log.append(m.group("body"))
+            else:
+                self.other.append(line)
+
+
+def run(args, options=None, env_extra=None, preload=True, timeout=120):
+    env = dict(os.environ)
+    env.pop("LIBC_DEBUG_MALLOC_OPTIONS", None)
+    env.pop("LIBC_DEBUG_MALLOC_PROGRAM", None)
+    env.pop("HEAPSCOPE_LOG_FILE", None)
+    if preload:
+        env["LD_PRELOAD"] = SHIM
+    if options is not None:
+        env["LIBC_DEBUG_MALLOC_OPTIONS"] = options
+    env.update(env_extra or {})
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
+    return Run(proc, os.path.basename(args[0]))
+
+
+def split_backtrace(testcase, lines, function=None):
+    """Checks a block of frame lines and returns the symbols. With `function`, the first
+    frame must be in that function of the test program."""
+    testcase.assertTrue(lines, "no frames")
+    syms = []
+    for i, line in enumerate(lines):
+        m = FRAME_RE.match(line)
+        testcase.assertIsNotNone(m, "not a frame line: %r" % line)
+        testcase.assertEqual(int(m.group("num")), i)
+        syms.append(m.group("sym"))
+        if i == 0 and function:
+            testcase.assertEqual(m.group("path"), os.path.realpath(BUGS), line)
+            testcase.assertEqual(m.group("sym"), function, line)
+    return syms
+
+
+class Case(unittest.TestCase):
+    def assert_report(self, log, head, function, start=0):
+        """Asserts that log[start:] begins with one report: divider, the `head` lines
+        exactly, "Backtrace at time of failure:", frames (first in `function`), divider.
+        Returns the index after the report."""
+        i = start
+        self.assertEqual(log[i], DIVIDER, "\n".join(log))
+        i += 1
+        for expected in head:
+            self.assertEqual(log[i], expected, "\n".join(log))
+            i += 1
+        self.assertEqual(log[i], "Backtrace at time of failure:", "\n".join(log))
+        i += 1
+        frames = []
+        while i < len(log) and log[i] != DIVIDER:
+            frames.append(log[i])
+            i += 1
+        split_backtrace(self, frames, function)
+        self.assertEqual(log[i], DIVIDER)
+        return i + 1

@@ -1,0 +1,90 @@
+"""End-to-end: the heapscope command."""
+import os
+import subprocess
+import unittest
+
+from e2e import BUGS, CLI, DIVIDER, LINE_RE, Case
+
+
+def cli(args, env_extra=None):
+    env = dict(os.environ)
+    for k in ("LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS", "LIBC_DEBUG_MALLOC_PROGRAM"):
+        env.pop(k, None)
+    env.update(env_extra or {})
+    return subprocess.run([CLI] + args, env=env, capture_output=True, text=True, timeout=120)
+
+
+class Cli(Case):
+    def test_help(self):
+        r = cli(["--help"])
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("usage: heapscope COMMAND", r.stdout)
+        self.assertIn("debug", r.stdout)
+        r = cli(["debug", "--help"])
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("usage: heapscope debug", r.stdout)
+        self.assertEqual(cli(["help", "debug"]).stdout, r.stdout)
+
+    def test_unknown_command(self):
+        r = cli(["frobnicate"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown command 'frobnicate'", r.stderr)
+
+    def test_debug_reports_overflow(self):
+        r = cli(["debug", "--", BUGS, "rear_overflow_1"])
+        self.assertEqual(r.returncode, 0)
+        bodies = [LINE_RE.match(l).group("body") for l in r.stderr.splitlines()
+                  if LINE_RE.match(l)]
+        self.assertEqual(bodies[0], DIVIDER)
+        self.assertIn("SIZE 100 HAS A CORRUPTED REAR GUARD", bodies[1])
+
+    def test_debug_with_options_and_exit_status(self):
+        r = cli(["debug", "-o", "guard abort_on_error", BUGS, "rear_overflow_1"])
+        self.assertEqual(r.returncode, -6)
+        r = cli(["debug", "-o", "guard", BUGS, "nonsense"])
+        self.assertEqual(r.returncode, 2, "the program's own exit status")
+
+    def test_debug_rejects_bad_options_before_running(self):
+        r = cli(["debug", "-o", "guard=0", "--", BUGS, "clean"])
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stdout, "", "the program did not run")
+        self.assertIn("heapscope debug: md_bugs: bad value for option 'guard', value must be "
+                      ">= 1: 0", r.stderr)
+
+    def test_debug_log_file(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            r = cli(["debug", "--log", os.path.join(d, "log.%p"), BUGS, "rear_overflow_1"])
+            self.assertEqual(r.returncode, 0)
+            pid = [l for l in r.stdout.splitlines() if l.startswith("pid=")][0][4:]
+            with open(os.path.join(d, "log." + pid)) as f:
+                self.assertIn("HAS A CORRUPTED REAR GUARD", f.read())
+
+    def test_debug_program_filter(self):
+        r = cli(["debug", "--program", "other", BUGS, "rear_overflow_1"])
+        self.assertNotIn("CORRUPTED", r.stderr)
+
+    def test_missing_program(self):
+        r = cli(["debug"])
+        self.assertEqual(r.returncode, 2)
+        r = cli(["debug", "/nonexistent/prog"])
+        self.assertEqual(r.returncode, 127)
+        self.assertIn("cannot run '/nonexistent/prog'", r.stderr)
+
+    def test_library_not_found(self):
+        import shutil
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            lonely = os.path.join(d, "heapscope")
+            shutil.copy(CLI, lonely)
+            env = dict(os.environ, HEAPSCOPE_LIBDIR=d)
+            r = subprocess.run([lonely, "debug", BUGS, "clean"], env=env,
+                               capture_output=True, text=True)
+            if r.returncode == 0:
+                self.skipTest("an installed heapscope was found")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("cannot find libmalloc_debug.so", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
