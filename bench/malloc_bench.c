@@ -39,7 +39,7 @@
 
 #define NOINLINE __attribute__((noinline, noclone))
 
-#define DEFAULT_OPS 6000000ULL
+#define DEFAULT_OPS 12000000ULL
 #define DEFAULT_SLOTS 4096
 #define DEFAULT_SEED 42ULL
 #define MAX_THREADS 64
@@ -58,8 +58,8 @@ enum site {
 
 /* The function names, as a symbolizer will show them. */
 static const char *const site_names[SITE_COUNT] = {
-    "alloc_small_16_64", "alloc_small_64_256", "calloc_site",
-    "alloc_medium_256_4k", "realloc_grow", "alloc_large_64k",
+    "alloc_small_16_64",   "alloc_small_64_256", "calloc_site",
+    "alloc_medium_256_4k", "realloc_grow",       "alloc_large_64k",
 };
 
 /* Probability of each site per step, in 1/1000. */
@@ -78,8 +78,9 @@ struct site_stats {
     uint64_t live_bytes; /* and their requested bytes */
 };
 
+/* Aligned so that two threads' workers never share a cache line. */
 struct worker {
-    unsigned index;
+    _Alignas(128) unsigned index;
     uint64_t rng;
     uint64_t target_ops;
     size_t nslots;
@@ -111,10 +112,10 @@ static void fail(struct worker *w, const char *what, size_t size)
     w->failed = 1;
 }
 
-#define FAIL(w, what, size)                                                                   \
-    do {                                                                                      \
-        fail(w, what, size);                                                                  \
-        return;                                                                               \
+#define FAIL(w, what, size)                                                                        \
+    do {                                                                                           \
+        fail(w, what, size);                                                                       \
+        return;                                                                                    \
     } while (0)
 
 /* Writes the first bytes and the last byte of a block. */
@@ -124,8 +125,8 @@ static inline void touch(unsigned char *p, size_t size, unsigned char v)
     p[size - 1] = (unsigned char)(v ^ 0x5a);
 }
 
-static inline void account_alloc(struct worker *w, struct slot *s, enum site site,
-                                 unsigned char *p, size_t size)
+static inline void account_alloc(struct worker *w, struct slot *s, enum site site, unsigned char *p,
+                                 size_t size)
 {
     s->p = p;
     s->size = (uint32_t)size;
@@ -149,8 +150,7 @@ static NOINLINE void alloc_small_16_64(struct worker *w, struct slot *s, uint64_
 {
     size_t size = 16 + r % 49;
     unsigned char *p = malloc(size);
-    if (!p)
-        FAIL(w, "malloc failed in alloc_small_16_64", size);
+    if (!p) FAIL(w, "malloc failed in alloc_small_16_64", size);
     touch(p, size, (unsigned char)(r >> 40));
     account_alloc(w, s, SITE_SMALL_16_64, p, size);
 }
@@ -159,8 +159,7 @@ static NOINLINE void alloc_small_64_256(struct worker *w, struct slot *s, uint64
 {
     size_t size = 65 + r % 192;
     unsigned char *p = malloc(size);
-    if (!p)
-        FAIL(w, "malloc failed in alloc_small_64_256", size);
+    if (!p) FAIL(w, "malloc failed in alloc_small_64_256", size);
     touch(p, size, (unsigned char)(r >> 41));
     account_alloc(w, s, SITE_SMALL_64_256, p, size);
 }
@@ -170,15 +169,12 @@ static NOINLINE void calloc_site(struct worker *w, struct slot *s, uint64_t r)
     size_t nmemb = 1 + r % 16, elem = 8 + (r >> 8) % 25; /* 8 .. 512 bytes */
     size_t size = nmemb * elem;
     unsigned char *p = calloc(nmemb, elem);
-    if (!p)
-        FAIL(w, "calloc failed in calloc_site", size);
+    if (!p) FAIL(w, "calloc failed in calloc_site", size);
     /* calloc must zero, debug options or not. */
     size_t head = size < TOUCH_BYTES ? size : TOUCH_BYTES;
     for (size_t i = 0; i < head; i++)
-        if (p[i])
-            FAIL(w, "calloc returned non-zero memory", size);
-    if (p[size - 1] || p[size / 2])
-        FAIL(w, "calloc returned non-zero memory", size);
+        if (p[i]) FAIL(w, "calloc returned non-zero memory", size);
+    if (p[size - 1] || p[size / 2]) FAIL(w, "calloc returned non-zero memory", size);
     touch(p, size, (unsigned char)(r >> 42));
     account_alloc(w, s, SITE_CALLOC, p, size);
 }
@@ -187,8 +183,7 @@ static NOINLINE void alloc_medium_256_4k(struct worker *w, struct slot *s, uint6
 {
     size_t size = 257 + r % 3840;
     unsigned char *p = malloc(size);
-    if (!p)
-        FAIL(w, "malloc failed in alloc_medium_256_4k", size);
+    if (!p) FAIL(w, "malloc failed in alloc_medium_256_4k", size);
     touch(p, size, (unsigned char)(r >> 43));
     account_alloc(w, s, SITE_MEDIUM_256_4K, p, size);
 }
@@ -197,8 +192,7 @@ static NOINLINE void alloc_large_64k(struct worker *w, struct slot *s, uint64_t 
 {
     size_t size = 65536 + r % 131072; /* 64 KiB .. 192 KiB: straddles the mmap threshold */
     unsigned char *p = malloc(size);
-    if (!p)
-        FAIL(w, "malloc failed in alloc_large_64k", size);
+    if (!p) FAIL(w, "malloc failed in alloc_large_64k", size);
     touch(p, size, (unsigned char)(r >> 44));
     account_alloc(w, s, SITE_LARGE_64K, p, size);
 }
@@ -212,16 +206,14 @@ static NOINLINE void realloc_grow(struct worker *w, struct slot *s, uint64_t r)
     int had_block = s->p != NULL;
     if (had_block) {
         size = s->size + s->size / 2 + 16 + r % 64;
-        if (size > REALLOC_CAP)
-            size = s->size > REALLOC_CAP ? s->size : REALLOC_CAP;
+        if (size > REALLOC_CAP) size = s->size > REALLOC_CAP ? s->size : REALLOC_CAP;
         first = s->p[0];
         account_release(w, s);
     } else {
         size = 32 + r % 97;
     }
     unsigned char *p = realloc(s->p, size);
-    if (!p)
-        FAIL(w, "realloc failed in realloc_grow", size);
+    if (!p) FAIL(w, "realloc failed in realloc_grow", size);
     if (had_block && p[0] != first) {
         account_alloc(w, s, SITE_REALLOC_GROW, p, size); /* so the final frees free it */
         FAIL(w, "realloc lost the block's contents", size);
@@ -343,14 +335,13 @@ static int parse_u64(const char *s, uint64_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[0] == '-')
-        return 0;
+    if (errno || end == s || *end || s[0] == '-') return 0;
     *out = v;
     return 1;
 }
 
-static void print_ground_truth(const struct worker *workers, unsigned nthreads,
-                               uint64_t seed, uint64_t ops)
+static void print_ground_truth(const struct worker *workers, unsigned nthreads, uint64_t seed,
+                               uint64_t ops)
 {
     struct site_stats sum[SITE_COUNT] = {0};
     struct site_stats end[SITE_COUNT] = {0};
@@ -376,15 +367,15 @@ static void print_ground_truth(const struct worker *workers, unsigned nthreads,
            "live_bytes_at_end");
     uint64_t calls = 0, bytes = 0;
     for (int i = 0; i < SITE_COUNT; i++) {
-        printf("%-22s %12" PRIu64 " %16" PRIu64 " %12" PRIu64 " %18" PRIu64 "\n",
-               site_names[i], sum[i].calls, sum[i].bytes, end[i].live, end[i].live_bytes);
+        printf("%-22s %12" PRIu64 " %16" PRIu64 " %12" PRIu64 " %18" PRIu64 "\n", site_names[i],
+               sum[i].calls, sum[i].bytes, end[i].live, end[i].live_bytes);
         calls += sum[i].calls;
         bytes += sum[i].bytes;
     }
-    printf("%-22s %12" PRIu64 " %16" PRIu64 " %12s %18s\n", "free_slot", frees, freed_bytes,
-           "-", "-");
-    printf("%-22s %12" PRIu64 " %16" PRIu64 " %12s %18s\n", "total_allocating", calls,
-           bytes, "-", "-");
+    printf("%-22s %12" PRIu64 " %16" PRIu64 " %12s %18s\n", "free_slot", frees, freed_bytes, "-",
+           "-");
+    printf("%-22s %12" PRIu64 " %16" PRIu64 " %12s %18s\n", "total_allocating", calls, bytes, "-",
+           "-");
 }
 
 int main(int argc, char **argv)
@@ -421,8 +412,8 @@ int main(int argc, char **argv)
         i++;
     }
     if (nthreads < 1 || nthreads > MAX_THREADS || nslots < 1 || nslots > (1u << 24)) {
-        fprintf(stderr, "malloc_bench: --threads must be 1..%d and --slots 1..%u\n",
-                MAX_THREADS, 1u << 24);
+        fprintf(stderr, "malloc_bench: --threads must be 1..%d and --slots 1..%u\n", MAX_THREADS,
+                1u << 24);
         return 2;
     }
 
@@ -466,10 +457,8 @@ int main(int argc, char **argv)
      * since under Valgrind (one thread runs at a time) main may wake long after they ran. */
     double start = workers[0].start, end = workers[0].end;
     for (unsigned t = 1; t < nthreads; t++) {
-        if (workers[t].start < start)
-            start = workers[t].start;
-        if (workers[t].end > end)
-            end = workers[t].end;
+        if (workers[t].start < start) start = workers[t].start;
+        if (workers[t].end > end) end = workers[t].end;
     }
     double seconds = end - start;
 
@@ -490,9 +479,8 @@ int main(int argc, char **argv)
     long maxrss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
     printf("result threads=%" PRIu64 " ops_per_thread=%" PRIu64 " ops=%" PRIu64
            " seconds=%.3f mops_per_s=%.3f checksum=%016" PRIx64 " maxrss_kib=%ld\n",
-           nthreads, ops, total_ops, seconds,
-           seconds > 0 ? (double)total_ops / seconds / 1e6 : 0.0, checksum, maxrss_kib);
-    if (ground_truth)
-        print_ground_truth(workers, (unsigned)nthreads, seed, ops);
+           nthreads, ops, total_ops, seconds, seconds > 0 ? (double)total_ops / seconds / 1e6 : 0.0,
+           checksum, maxrss_kib);
+    if (ground_truth) print_ground_truth(workers, (unsigned)nthreads, seed, ops);
     return 0;
 }

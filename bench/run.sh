@@ -10,8 +10,8 @@
 #   BENCH_VALGRIND_DIV  Valgrind runs BENCH_OPS / this many calls, time scaled back up (20)
 #   BENCH_VALGRIND=0    skip Valgrind
 #
-# Runs are interleaved (round r of every configuration, then round r+1) so machine noise
-# hits all configurations alike. Timings are never asserted: the verdict column is for
+# Runs are interleaved (round r of every configuration, then round r+1; each round starts
+# with a different configuration) so machine noise hits all configurations alike. Timings are never asserted: the verdict column is for
 # information. The exit status is non-zero only if a run failed: it crashed or exited
 # non-zero, printed a "malloc_debug:" report, Valgrind found an error, or its checksum
 # differed from glibc's (the allocator changed what the program computed).
@@ -92,7 +92,8 @@ field() {
     sed -n 's/^result .*[ ]'"$1"'=\([^ ]*\).*$/\1/p' "$2" | head -n 1
 }
 
-# run_one CFG THREADS OPS TAG: one run; appends "seconds rss_kib ops" to $tmp/res.CFG.THREADS
+# run_one CFG THREADS OPS ROUND: one run; appends "seconds rss_kib ops round" to
+# $tmp/res.CFG.THREADS
 run_one() {
     cfg=$1 t=$2 n=$3 tag=$4
     base=$tmp/$cfg.$t.$tag
@@ -147,7 +148,7 @@ run_one() {
     fi
     case $rss in '' | *[!0-9]*) rss=$(field maxrss_kib "$base.out") ;; esac
     case $rss in '' | *[!0-9]*) rss=- ;; esac
-    echo "$secs $rss $total" >>"$tmp/res.$cfg.$t"
+    echo "$secs $rss $total $tag" >>"$tmp/res.$cfg.$t"
 
     # Same workload, same result: the allocator must not change what the program computes.
     if [ "$cfg" != valgrind ]; then
@@ -171,6 +172,19 @@ median() {
         }'
 }
 
+# paired_ratio FILE BASEFILE: median over rounds of seconds(FILE) / seconds(BASEFILE) in the
+# same round ("-" if no round has both). Pairing runs that were adjacent in time cancels
+# the slow drifts in machine speed that a ratio of medians would keep.
+paired_ratio() {
+    awk 'NR == FNR { base[$4] = $1; next }
+         ($4 in base) && base[$4] > 0 { print $1 / base[$4] }' "$2" "$1" 2>/dev/null | sort -n | awk '
+        { v[NR] = $1 }
+        END {
+            if (NR == 0) { print "-"; exit }
+            if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2
+        }'
+}
+
 # ---- the runs ---------------------------------------------------------------------------
 start_time=$(date +%s)
 echo "bench/run.sh: $runs round(s) of [$configs] x threads [$threads_list], $ops ops per thread" >&2
@@ -178,10 +192,16 @@ echo "bench/run.sh: $runs round(s) of [$configs] x threads [$threads_list], $ops
 # One short untimed run first, so the first measured run does not pay for cold caches.
 "$bench" --ops 100000 >/dev/null 2>&1
 
+# rotate LIST N: LIST (space-separated) rotated left by N
+rotate() {
+    echo "$1" | awk -v n="$2" '{ for (i = 0; i < NF; i++) printf "%s%s", (i ? " " : ""), $((i + n) % NF + 1); print "" }'
+}
+
 r=1
 while [ "$r" -le "$runs" ]; do
     for t in $threads_list; do
-        for cfg in $configs; do
+        # Each round starts with a different configuration, so none is always first.
+        for cfg in $(rotate "$configs" $((r - 1))); do
             run_one "$cfg" "$t" "$ops" "$r"
         done
     done
@@ -230,18 +250,24 @@ for t in $threads_list; do
         rss=$(median 2 "$res")
         total=$(median 3 "$res")
         scale=1
-        [ "$cfg" = valgrind ] && scale=$(awk -v a="$ops" -v b="$vg_ops" 'BEGIN { print a / b }')
+        if [ "$cfg" = valgrind ]; then
+            # One run: its scaled time against glibc's median.
+            scale=$(awk -v a="$ops" -v b="$vg_ops" 'BEGIN { print a / b }')
+            ratio=$(awk -v s="$secs" -v k="$scale" -v b="$base_secs" \
+                'BEGIN { if (b ~ /^[0-9.]+$/ && b > 0) print s * k / b; else print "-" }')
+        else
+            ratio=$(paired_ratio "$res" "$tmp/res.glibc.$t")
+        fi
         awk -v label="$label" -v t="$t" -v secs="$secs" -v scale="$scale" -v total="$total" \
-            -v base="$base_secs" -v rss="$rss" -v target="$target" 'BEGIN {
+            -v r="$ratio" -v rss="$rss" -v target="$target" 'BEGIN {
             s = secs * scale
             mops = total / secs / 1e6
-            ratio = "-"
-            if (base ~ /^[0-9.]+$/ && base > 0) ratio = sprintf("%.2f", s / base)
+            ratio = (r ~ /^[0-9.e+-]+$/) ? sprintf("%.2f", r) : "-"
             rss_mib = (rss ~ /^[0-9.]+$/) ? sprintf("%.1f", rss / 1024) : "n/a"
             verdict = "-"
             if (target != "-" && ratio != "-") {
                 limit = target; sub(/^<= */, "", limit)
-                verdict = (s / base <= limit + 0) ? "within" : "over"
+                verdict = (r + 0 <= limit + 0) ? "within" : "over"
             }
             printf "| %s | %s | %.3f | %.2f | %s | %s | %s | %s |\n", label, t, s, mops, ratio, rss_mib, target, verdict
         }' >>"$table"
@@ -271,7 +297,7 @@ results=$build/bench/results.md
     echo "- workload: malloc_bench --ops $ops (calls per thread), $runs runs per row, median, runs interleaved"
     echo "- valgrind: one run of --ops $vg_ops per thread count, its time multiplied by $ops/$vg_ops"
     echo "- peak RSS: $([ -n "$time_bin" ] && echo "/usr/bin/time -f %M" || echo "getrusage in malloc_bench") (median over runs; valgrind's includes Valgrind itself)"
-    echo "- ratio: median seconds / glibc's median seconds at the same thread count; verdicts are informative only"
+    echo "- ratio to glibc: median over the rounds of (this run's seconds / the same round's glibc run at the same thread count); valgrind: scaled seconds / glibc's median. Verdicts are informative only"
     echo
     cat "$table"
     [ -n "$notes" ] && printf '%s\n' "$notes" | sed '/^$/d'

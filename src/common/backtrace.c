@@ -23,15 +23,37 @@
  * (a signal handler capturing during a capture). */
 static __thread int t_in_fast_capture __attribute__((tls_model("initial-exec")));
 
-/* noinline: frame 0 of both unwinds below is the return address into this function, which is
- * dropped along with `skip` more. */
+/* The slow path: an unw_step loop, which needs no buffer and can skip any number of frames.
+ * Stores frames after dropping the first `drop` (frame 0 is the return address into this
+ * function). Kept out of hs_backtrace_capture so that the fast path's stack frame does not
+ * carry the ~2 KiB context and cursor. */
+static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t max_frames,
+                                                     size_t drop)
+{
+    unw_context_t uc;
+    unw_cursor_t cursor;
+    size_t n = 0;
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&cursor, &uc) != 0) return 0;
+    size_t depth = 0;
+    do {
+        unw_word_t ip;
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+        if (depth++ >= drop) {
+            frames[n++] = (uintptr_t)ip;
+            if (n == max_frames) break;
+        }
+    } while (depth < HS_BACKTRACE_MAX_STEPS && unw_step(&cursor) > 0);
+    return n;
+}
+
+/* noinline: frame 0 of unw_backtrace is the return address into this function, which is
+ * dropped along with `skip` more (capture_slow has one more frame of its own to drop). Neither
+ * call may become a tail call: work (the copy, the errno restore) follows both. */
 __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames,
                                                       size_t skip)
 {
-    if (max_frames == 0)
-        return 0;
-    if (max_frames > HS_BACKTRACE_MAX_FRAMES)
-        max_frames = HS_BACKTRACE_MAX_FRAMES;
+    if (max_frames == 0) return 0;
+    if (max_frames > HS_BACKTRACE_MAX_FRAMES) max_frames = HS_BACKTRACE_MAX_FRAMES;
     int saved_errno = errno;
     size_t n = 0;
 
@@ -46,21 +68,7 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
         for (size_t i = skip + 1; i < (size_t)(got > 0 ? got : 0); i++)
             frames[n++] = (uintptr_t)tmp[i];
     } else {
-        unw_context_t uc;
-        unw_cursor_t cursor;
-        if (unw_getcontext(&uc) == 0 && unw_init_local(&cursor, &uc) == 0) {
-            size_t depth = 0;
-            do {
-                unw_word_t ip;
-                if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
-                    break;
-                if (depth++ > skip) {
-                    frames[n++] = (uintptr_t)ip;
-                    if (n == max_frames)
-                        break;
-                }
-            } while (depth < HS_BACKTRACE_MAX_STEPS && unw_step(&cursor) > 0);
-        }
+        n = capture_slow(frames, max_frames, skip + 2);
     }
     errno = saved_errno;
     return n;
@@ -105,11 +113,9 @@ static const struct hs_elf *file_elf(struct symbolizer *s)
                 slot = c;
                 break;
             }
-            if (c->last_use < slot->last_use)
-                slot = c;
+            if (c->last_use < slot->last_use) slot = c;
         }
-        if (slot->used)
-            hs_elf_close(&slot->elf);
+        if (slot->used) hs_elf_close(&slot->elf);
         slot->used = true;
         slot->dev = m->dev;
         slot->inode = m->inode;
@@ -180,7 +186,6 @@ void hs_backtrace_log(const uintptr_t *frames, size_t n)
     for (size_t i = 0; i < n; i++)
         log_frame(&s, i, frames[i]);
     for (int i = 0; i < ELF_SLOTS; i++)
-        if (s.slots[i].used)
-            hs_elf_close(&s.slots[i].elf);
+        if (s.slots[i].used) hs_elf_close(&s.slots[i].elf);
     errno = saved_errno;
 }

@@ -3,10 +3,10 @@
  * Capture uses libunwind's local unwinder (unw_backtrace, its cached fast path: ~0.2 us for
  * 16 frames against ~8 us for an unw_getcontext/unw_init_local/unw_step loop, measured on
  * x86_64 with libunwind 1.6.2). It does not call malloc: libunwind takes its memory from mmap
- * and its own pools. On a thread's first capture libunwind maps a ~400 KiB per-thread frame
+ * and its own pools. On a thread's first capture libunwind maps a 256 KiB per-thread frame
  * cache and stores it with pthread_setspecific, which only allocates (calloc) if libunwind's
  * key index is 32 or more; calling hs_backtrace_capture once early (library constructor)
- * creates the key while indices are low, and warms the cache.
+ * creates the key while indices are low, warms the cache and resolves lazy bindings.
  *
  * Printing resolves each frame with /proc/self/maps (proc_maps.h) and the ELF symbol tables
  * of the mapped files (elf_symbols.h), with stack buffers only: no malloc, no stdio, no
@@ -21,8 +21,11 @@
  * interrupted dlopen/dlclose in the middle of updating the list of objects can see it half
  * updated. Both preserve errno.
  *
- * Stack use: capture up to ~2.5 KiB of its own (8 bytes per requested frame) plus libunwind's
- * ~2 KiB; log ~9 KiB (a struct hs_map with a PATH_MAX path, the log line, a symbol name).
+ * Stack use (measured on x86_64, mostly libunwind's): a capture needs ~6 KiB, up to ~9 KiB
+ * when libunwind parses the unwind information of frames it has not cached yet; the slow path
+ * ~7 KiB; hs_backtrace_log ~8 KiB (a struct hs_map with its PATH_MAX path, the log line). Add
+ * ~3 KiB the first time each imported function is called, while lazy binding resolves it.
+ * Threads with tiny stacks (PTHREAD_STACK_MIN) can overflow.
  */
 #ifndef HEAPSCOPE_COMMON_BACKTRACE_H
 #define HEAPSCOPE_COMMON_BACKTRACE_H

@@ -41,12 +41,12 @@ enum {
 };
 
 struct hs_map {
-    uintptr_t start; /* first byte */
-    uintptr_t end;   /* one past the last byte */
-    uint64_t offset; /* file offset mapped at start */
-    unsigned perms;  /* HS_MAP_* */
-    dev_t dev;       /* makedev(major, minor) of the device holding the file */
-    uint64_t inode;  /* 0 for anonymous and pseudo mappings */
+    uintptr_t start;     /* first byte */
+    uintptr_t end;       /* one past the last byte */
+    uint64_t offset;     /* file offset mapped at start */
+    unsigned perms;      /* HS_MAP_* */
+    dev_t dev;           /* makedev(major, minor) of the device holding the file */
+    uint64_t inode;      /* 0 for anonymous and pseudo mappings */
     uintptr_t load_base; /* see the header comment */
     bool deleted;        /* the kernel marked the path " (deleted)" (suffix removed) */
     char path[PATH_MAX]; /* "" when anonymous */
@@ -81,9 +81,9 @@ bool hs_maps_find(pid_t pid, uintptr_t addr, struct hs_map *out);
 struct hs_maps_parser {
     struct hs_map *m; /* entry being assembled */
     int state;
-    unsigned digits;   /* digits of the current number */
-    uint64_t value;    /* current number */
-    size_t path_len;   /* characters of the path seen (may exceed what fits) */
+    unsigned digits; /* digits of the current number */
+    uint64_t value;  /* current number */
+    size_t path_len; /* characters of the path seen (may exceed what fits) */
     unsigned dev_major;
     /* Run of mappings of one file, for load_base. */
     bool run_valid;

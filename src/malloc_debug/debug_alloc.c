@@ -2,15 +2,26 @@
  *
  * Without a guard the block is glibc's own (plus expand_alloc bytes) and only the fills
  * apply. With a guard every block carries the header of header.h: its tag is checked on
- * free, realloc and malloc_usable_size, its guards on free and realloc.
+ * free, realloc and malloc_usable_size, its guards on free and realloc. With a tracking
+ * option (backtrace, leak_track, free_track, verify_pointers) every live block is in the
+ * pointer table, with its allocation backtrace, and pointers the table does not know are
+ * reported. With free_track, freed blocks wait in the free queue.
+ *
+ * Calls made while the shim's own code runs (hs_md_in_shim: reports, backtrace capture)
+ * take the same paths but capture no backtraces, so nothing recurses.
  */
 #include "debug_alloc.h"
 
+#include "backtrace.h"
+#include "capture.h"
 #include "debug_state.h"
+#include "free_queue.h"
 #include "guard.h"
 #include "header.h"
 #include "libc_malloc.h"
+#include "pointer_table.h"
 #include "report.h"
+#include "requests.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -31,6 +42,43 @@ static void *fail_enomem(void)
 {
     errno = ENOMEM;
     return NULL;
+}
+
+/* The allocation backtrace for a new block of `size` bytes, or NULL when not wanted. */
+static struct hs_md_bt *capture_alloc_backtrace(size_t size)
+{
+    const struct hs_md_config *cfg = &hs_md.cfg;
+    if (!(cfg->options & HS_OPT_BACKTRACE) || hs_md_in_shim ||
+        !__atomic_load_n(&hs_md.backtrace_on, __ATOMIC_RELAXED) ||
+        size < cfg->backtrace_min_size || size > cfg->backtrace_max_size)
+        return NULL;
+    uintptr_t frames[HS_BACKTRACE_MAX_FRAMES];
+    hs_md_in_shim++;
+    size_t n = hs_md_capture(frames, cfg->backtrace_frames);
+    hs_md_in_shim--;
+    return hs_md_bt_acquire(frames, n);
+}
+
+static struct hs_md_bt *capture_free_backtrace(void)
+{
+    size_t max = hs_md.cfg.free_track_backtrace_num_frames;
+    if (max == 0 || hs_md_in_shim)
+        return NULL;
+    uintptr_t frames[HS_BACKTRACE_MAX_FRAMES];
+    hs_md_in_shim++;
+    size_t n = hs_md_capture(frames, max);
+    hs_md_in_shim--;
+    return hs_md_bt_acquire(frames, n);
+}
+
+/* Adds a new block to the pointer table. */
+static void track(void *p, size_t size)
+{
+    if (!hs_md.track || !p)
+        return;
+    struct hs_md_ptr_info info = {size, capture_alloc_backtrace(size)};
+    if (!hs_md_ptr_add(p, &info))
+        hs_md_bt_release(info.bt);
 }
 
 /* Allocates a block with header and guards; alignment is a power of two >= 16. */
@@ -69,30 +117,60 @@ static size_t usable_size(void *ptr)
 
 static void *debug_alloc(size_t size, size_t alignment, bool zero)
 {
+    hs_md_serve_requests();
     if (size == 0)
         size = 1;
     void *p = hs_md.header ? header_alloc(size, alignment, zero) : plain_alloc(size, alignment, zero);
-    if (p && !zero && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
+    if (!p)
+        return NULL;
+    if (!zero && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
         memset(p, hs_md.cfg.fill_alloc_value, min_size(usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
+    track(p, size);
     return p;
 }
 
-/* Checks the header tag of ptr for `function`; reports and returns false when it is not a
- * live allocation. */
-static bool verify_tag(void *ptr, const char *function)
+/* Reports a pointer that is not a live allocation; free_track may know it was freed. */
+static void report_not_live(void *ptr, const char *function, bool known_freed)
 {
-    struct hs_md_header *h = hs_md_header_of(ptr);
-    if (__builtin_expect(h->tag == HS_MD_TAG_LIVE, 1))
-        return true;
-    if (h->tag == HS_MD_TAG_FREED)
-        hs_md_report_pointer_error(ptr, "USED AFTER FREE", function);
+    struct hs_md_bt *free_bt = NULL;
+    bool queued = (hs_md.cfg.options & HS_OPT_FREE_TRACK) && hs_md_free_queue_find(ptr, &free_bt);
+    if (known_freed || queued)
+        hs_md_report_pointer_error(ptr, "USED AFTER FREE", function, free_bt);
     else
-        hs_md_report_invalid_tag(ptr, h->tag, function);
-    return false;
+        hs_md_report_pointer_error(ptr, "UNKNOWN POINTER", function, NULL);
+    hs_md_bt_release(free_bt);
 }
 
-/* Frees a pointer whose tag and guards have been checked. */
-static void release(void *ptr)
+/* Checks that ptr is a live allocation for `function`: header tag, then the pointer table
+ * (from which `take` removes it, handing its entry to *info). Reports and returns false
+ * otherwise. */
+static bool verify_pointer(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info)
+{
+    info->size = 0;
+    info->bt = NULL;
+    if (hs_md.header) {
+        uint32_t tag = hs_md_header_of(ptr)->tag;
+        if (__builtin_expect(tag != HS_MD_TAG_LIVE, 0)) {
+            if (tag == HS_MD_TAG_FREED) {
+                report_not_live(ptr, function, true);
+            } else {
+                hs_md_report_invalid_tag(ptr, tag, function);
+            }
+            return false;
+        }
+    }
+    if (hs_md.track) {
+        bool live = take ? hs_md_ptr_remove(ptr, info) : hs_md_ptr_find(ptr, info);
+        if (!live) {
+            report_not_live(ptr, function, false);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Frees a verified pointer (already out of the pointer table; info is its entry). */
+static void release(void *ptr, struct hs_md_ptr_info *info)
 {
     void *orig = ptr;
     size_t usable;
@@ -106,7 +184,11 @@ static void release(void *ptr)
     }
     if (hs_md.cfg.options & HS_OPT_FILL_ON_FREE)
         memset(ptr, hs_md.cfg.fill_free_value, min_size(usable, hs_md.cfg.fill_on_free_bytes));
-    __libc_free(orig);
+    hs_md_bt_release(info->bt);
+    if (hs_md.cfg.options & HS_OPT_FREE_TRACK)
+        hs_md_free_queue_push(ptr, orig, usable, capture_free_backtrace());
+    else
+        __libc_free(orig);
 }
 
 void *hs_md_debug_malloc(size_t size)
@@ -116,14 +198,15 @@ void *hs_md_debug_malloc(size_t size)
 
 void hs_md_debug_free(void *ptr)
 {
+    hs_md_serve_requests();
     if (!ptr)
         return;
-    if (hs_md.header) {
-        if (!verify_tag(ptr, "free"))
-            return; /* after a bad pointer free does nothing */
+    struct hs_md_ptr_info info;
+    if (!verify_pointer(ptr, "free", true, &info))
+        return; /* after a bad pointer free does nothing */
+    if (hs_md.header)
         hs_md_guards_check(hs_md_header_of(ptr));
-    }
-    release(ptr);
+    release(ptr, &info);
 }
 
 void *hs_md_debug_calloc(size_t nmemb, size_t size)
@@ -134,16 +217,39 @@ void *hs_md_debug_calloc(size_t nmemb, size_t size)
     return debug_alloc(total, HS_MD_MIN_ALIGNMENT, true);
 }
 
+/* Moves the block to a new allocation: allocate, copy, free the old one. */
+static void *move_block(void *ptr, size_t size, size_t old_usable)
+{
+    void *new_ptr = debug_alloc(size, HS_MD_MIN_ALIGNMENT, false);
+    if (!new_ptr)
+        return NULL;
+    memcpy(new_ptr, ptr, min_size(old_usable, size));
+    struct hs_md_ptr_info info = {0, NULL};
+    if (hs_md.track)
+        hs_md_ptr_remove(ptr, &info);
+    release(ptr, &info);
+    return new_ptr;
+}
+
+/* Replaces the table entry of a block that stays in place with its new size. */
+static void retrack(void *ptr, size_t size)
+{
+    if (!hs_md.track)
+        return;
+    struct hs_md_ptr_info old;
+    if (hs_md_ptr_remove(ptr, &old))
+        hs_md_bt_release(old.bt);
+    track(ptr, size);
+}
+
 static void *header_realloc(void *ptr, size_t size)
 {
-    if (!verify_tag(ptr, "realloc"))
-        return NULL;
     struct hs_md_header *h = hs_md_header_of(ptr);
     hs_md_guards_check(h);
-    if (size > SIZE_MAX - hs_md.extra_bytes - HS_MD_MIN_ALIGNMENT)
-        return fail_enomem();
-    if (size == h->size)
+    if (size == h->size) {
+        retrack(ptr, size);
         return ptr;
+    }
     if (size < h->usable_size) {
         /* Shrinking keeps the block; the rear guard moves to the new end. */
         h->size = size;
@@ -151,28 +257,36 @@ static void *header_realloc(void *ptr, size_t size)
             h->usable_size = size;
             hs_md_rear_guard_write(h);
         }
+        retrack(ptr, size);
         return ptr;
     }
-    void *new_ptr = debug_alloc(size, HS_MD_MIN_ALIGNMENT, false);
-    if (!new_ptr)
-        return NULL;
-    memcpy(new_ptr, ptr, h->usable_size);
-    release(ptr);
-    return new_ptr;
+    return move_block(ptr, size, h->usable_size);
 }
 
 static void *plain_realloc(void *ptr, size_t size)
 {
+    size_t prev_usable = hs_md_libc_usable_size(ptr);
+    if (hs_md.cfg.options & HS_OPT_FREE_TRACK) /* the old block must go to the free queue */
+        return move_block(ptr, size, prev_usable);
     size_t total;
     if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
         return fail_enomem();
-    size_t prev_usable = hs_md_libc_usable_size(ptr);
+    struct hs_md_ptr_info old = {0, NULL};
+    if (hs_md.track)
+        hs_md_ptr_remove(ptr, &old);
     void *new_ptr = __libc_realloc(ptr, total);
-    if (new_ptr && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC)) {
+    if (!new_ptr) {
+        if (hs_md.track && !hs_md_ptr_add(ptr, &old))
+            hs_md_bt_release(old.bt);
+        return NULL;
+    }
+    hs_md_bt_release(old.bt);
+    if (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC) {
         size_t bytes = min_size(hs_md_libc_usable_size(new_ptr), hs_md.cfg.fill_on_alloc_bytes);
         if (bytes > prev_usable)
             memset((char *)new_ptr + prev_usable, hs_md.cfg.fill_alloc_value, bytes - prev_usable);
     }
+    track(new_ptr, size);
     return new_ptr;
 }
 
@@ -184,6 +298,12 @@ void *hs_md_debug_realloc(void *ptr, size_t size)
         hs_md_debug_free(ptr);
         return NULL;
     }
+    hs_md_serve_requests();
+    struct hs_md_ptr_info info;
+    if (!verify_pointer(ptr, "realloc", false, &info))
+        return NULL;
+    if (size > SIZE_MAX - hs_md.extra_bytes - HS_MD_MIN_ALIGNMENT)
+        return fail_enomem();
     return hs_md.header ? header_realloc(ptr, size) : plain_realloc(ptr, size);
 }
 
@@ -232,7 +352,8 @@ size_t hs_md_debug_malloc_usable_size(void *ptr)
 {
     if (!ptr)
         return 0;
-    if (hs_md.header && !verify_tag(ptr, "malloc_usable_size"))
+    struct hs_md_ptr_info info;
+    if (!verify_pointer(ptr, "malloc_usable_size", false, &info))
         return 0;
     return usable_size(ptr);
 }

@@ -6,6 +6,7 @@
 #ifndef HEAPSCOPE_MALLOC_DEBUG_DEBUG_STATE_H
 #define HEAPSCOPE_MALLOC_DEBUG_DEBUG_STATE_H
 
+#include "arena.h"
 #include "options.h"
 
 #include <stdbool.h>
@@ -22,11 +23,16 @@ struct hs_md_state {
     int mode; /* enum hs_md_mode; written with release, read with acquire/relaxed */
     struct hs_md_config cfg;
     bool header;        /* allocations carry a header (a guard is on) */
+    bool track;         /* live allocations are in the pointer table */
+    int backtrace_on;   /* allocation backtraces are captured now (SIGRTMAX-19 toggles) */
     size_t extra_bytes; /* bytes added to each request: link area + header + guards + expand */
     uintptr_t self_start, self_end; /* our own code, dropped from the top of backtraces */
 };
 
 extern struct hs_md_state hs_md;
+
+/* The shim's private memory: tables, backtraces, queues (never the program's heap). */
+extern struct hs_arena hs_md_arena;
 
 /* Reads the environment and options and sets hs_md.mode; called by the first entry into
  * the shim (and by the library constructor). Returns the final mode. Thread-safe. */
@@ -35,6 +41,10 @@ int hs_md_init(void);
 /* Re-entry guard: set while the shim runs its own code (init, reports), so allocations made
  * by what that code calls go straight to glibc. */
 extern __thread int hs_md_in_shim __attribute__((tls_model("initial-exec")));
+
+/* Takes / releases every lock of the shim (fork handlers, malloc_disable). */
+void hs_md_lock_everything(void);
+void hs_md_unlock_everything(void);
 
 static inline int hs_md_mode_now(void)
 {

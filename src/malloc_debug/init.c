@@ -7,7 +7,9 @@
  */
 #define _GNU_SOURCE
 #include "debug_state.h"
+#include "free_queue.h"
 #include "header.h"
+#include "requests.h"
 #include "libc_malloc.h"
 
 #include "backtrace.h"
@@ -16,10 +18,12 @@
 #include "proc_maps.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sched.h>
 #include <string.h>
 
 struct hs_md_state hs_md;
+struct hs_arena hs_md_arena;
 __thread int hs_md_in_shim __attribute__((tls_model("initial-exec")));
 
 static size_t (*g_libc_usable_size)(void *);
@@ -45,18 +49,11 @@ static void log_inactive_options(uint32_t options)
         uint32_t bit;
         const char *name;
     } inactive[] = {
-        {HS_OPT_BACKTRACE, "backtrace"},
         {HS_OPT_BACKTRACE_DUMP_ON_EXIT, "backtrace_dump_on_exit"},
         {HS_OPT_BACKTRACE_FULL, "backtrace_full"},
-        {HS_OPT_BACKTRACE_SPECIFIC_SIZES, "backtrace_size"},
-        {HS_OPT_FREE_TRACK, "free_track"},
-        {HS_OPT_LEAK_TRACK, "leak_track"},
         {HS_OPT_RECORD_ALLOCS, "record_allocs"},
         {HS_OPT_RECORD_ALLOCS_ON_EXIT, "record_allocs_on_exit"},
-        {HS_OPT_VERIFY_POINTERS, "verify_pointers"},
         {HS_OPT_CHECK_UNREACHABLE_ON_SIGNAL, "check_unreachable_on_signal"},
-        {HS_OPT_LOG_ALLOCATOR_STATS_ON_SIGNAL, "log_allocator_stats_on_signal"},
-        {HS_OPT_LOG_ALLOCATOR_STATS_ON_EXIT, "log_allocator_stats_on_exit"},
     };
     for (size_t i = 0; i < sizeof(inactive) / sizeof(inactive[0]); i++) {
         if (options & inactive[i].bit)
@@ -131,6 +128,10 @@ static int configure(void)
         return HS_MD_PASSTHROUGH;
 
     hs_md.header = (cfg->options & HS_OPT_HEADER_OPTIONS) != 0;
+    hs_md.track = (cfg->options & HS_OPT_TRACK_OPTIONS) != 0;
+    hs_md.backtrace_on = cfg->backtrace_enabled;
+    if ((cfg->options & HS_OPT_FREE_TRACK) && !hs_md_free_queue_init(cfg->free_track_allocations))
+        hs_log("%s: not enough memory for free_track", hs_log_program_name());
     hs_md.extra_bytes = (cfg->options & HS_OPT_EXPAND_ALLOC) ? cfg->expand_alloc_bytes : 0;
     if (hs_md.header)
         hs_md.extra_bytes += hs_md_user_offset() + cfg->rear_guard_bytes;
@@ -142,6 +143,9 @@ static int configure(void)
 
     if (cfg->options & HS_OPT_VERBOSE)
         hs_log("%s: malloc debug enabled", hs_log_program_name());
+    hs_md_requests_init();
+    /* A child forked while other threads allocate must find every lock free. */
+    pthread_atfork(hs_md_lock_everything, hs_md_unlock_everything, hs_md_unlock_everything);
     log_inactive_options(cfg->options);
     return HS_MD_DEBUG;
 }

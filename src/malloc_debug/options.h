@@ -39,6 +39,10 @@ enum {
 /* Options that need the per-allocation header (guards). */
 #define HS_OPT_HEADER_OPTIONS (HS_OPT_FRONT_GUARD | HS_OPT_REAR_GUARD)
 
+/* Options that keep every live allocation in the pointer table. */
+#define HS_OPT_TRACK_OPTIONS                                                                   \
+    (HS_OPT_BACKTRACE | HS_OPT_LEAK_TRACK | HS_OPT_FREE_TRACK | HS_OPT_VERIFY_POINTERS)
+
 #define HS_MD_DEFAULT_BACKTRACE_DUMP_PREFIX "/tmp/backtrace_heap"
 #define HS_MD_DEFAULT_RECORD_ALLOCS_FILE "/tmp/record_allocs.txt"
 

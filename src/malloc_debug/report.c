@@ -2,6 +2,8 @@
 #include "report.h"
 
 #include "backtrace.h"
+#include "backtrace_table.h"
+#include "capture.h"
 #include "debug_state.h"
 #include "log.h"
 
@@ -16,28 +18,8 @@ void hs_md_report_begin(void)
     hs_log(HS_MD_LOG_DIVIDER);
 }
 
-/* Captures the current stack without the shim's own frames at the top. */
-static size_t capture_caller_frames(uintptr_t *frames, size_t max)
+void hs_md_report_end(void)
 {
-    size_t n = hs_backtrace_capture(frames, max, 0);
-    size_t skip = 0;
-    while (skip < n && frames[skip] >= hs_md.self_start && frames[skip] < hs_md.self_end)
-        skip++;
-    for (size_t i = skip; i < n; i++)
-        frames[i - skip] = frames[i];
-    return n - skip;
-}
-
-void hs_md_report_end_with_backtrace(void)
-{
-    uintptr_t frames[HS_MD_FAILURE_FRAMES];
-    size_t n = capture_caller_frames(frames, HS_MD_FAILURE_FRAMES);
-    if (n == 0) {
-        hs_log("  Backtrace failed to get any frames.");
-    } else {
-        hs_log("Backtrace at time of failure:");
-        hs_backtrace_log(frames, n);
-    }
     hs_log(HS_MD_LOG_DIVIDER);
     hs_log_end();
     hs_md_in_shim--;
@@ -45,10 +27,28 @@ void hs_md_report_end_with_backtrace(void)
         abort();
 }
 
-void hs_md_report_pointer_error(const void *ptr, const char *error, const char *function)
+void hs_md_report_end_with_backtrace(void)
+{
+    uintptr_t frames[HS_MD_FAILURE_FRAMES];
+    size_t n = hs_md_capture(frames, HS_MD_FAILURE_FRAMES);
+    if (n == 0) {
+        hs_log("  Backtrace failed to get any frames.");
+    } else {
+        hs_log("Backtrace at time of failure:");
+        hs_backtrace_log(frames, n);
+    }
+    hs_md_report_end();
+}
+
+void hs_md_report_pointer_error(const void *ptr, const char *error, const char *function,
+                                const struct hs_md_bt *free_bt)
 {
     hs_md_report_begin();
     hs_log("+++ ALLOCATION %p %s (%s)", ptr, error, function);
+    if (free_bt) {
+        hs_log("Backtrace of original free:");
+        hs_backtrace_log(free_bt->frames, free_bt->num_frames);
+    }
     hs_md_report_end_with_backtrace();
 }
 

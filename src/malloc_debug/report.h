@@ -14,13 +14,20 @@
 /* Opens a report: takes the log's report lock and logs the divider. */
 void hs_md_report_begin(void);
 
+/* Logs the closing divider and releases the lock; aborts with abort_on_error. */
+void hs_md_report_end(void);
+
 /* Logs "Backtrace at time of failure:" and the caller's frames (the shim's own frames are
- * left out), then the closing divider; releases the lock; aborts with abort_on_error. */
+ * left out), then ends the report as hs_md_report_end. */
 void hs_md_report_end_with_backtrace(void);
 
+struct hs_md_bt;
+
 /* The whole report for a bad pointer given to `function`:
- * "+++ ALLOCATION %p <error> (<function>)". `error` is e.g. "USED AFTER FREE". */
-void hs_md_report_pointer_error(const void *ptr, const char *error, const char *function);
+ * "+++ ALLOCATION %p <error> (<function>)", then "Backtrace of original free:" when free_bt
+ * is not NULL (free_track knew the block), then the failure backtrace. */
+void hs_md_report_pointer_error(const void *ptr, const char *error, const char *function,
+                                const struct hs_md_bt *free_bt);
 
 /* The same for an invalid header tag: "+++ ALLOCATION %p HAS INVALID TAG %x (<function>)". */
 void hs_md_report_invalid_tag(const void *ptr, uint32_t tag, const char *function);

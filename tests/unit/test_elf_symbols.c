@@ -57,16 +57,14 @@ int elf_test_data_object = 42;
 static unsigned char *read_whole(const char *path, size_t *len)
 {
     int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return NULL;
+    if (fd < 0) return NULL;
     struct stat st;
     fstat(fd, &st);
     unsigned char *buf = malloc((size_t)st.st_size + 1);
     size_t got = 0;
     while (got < (size_t)st.st_size) {
         ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n <= 0)
-            break;
+        if (n <= 0) break;
         got += (size_t)n;
     }
     close(fd);
@@ -84,10 +82,9 @@ static void guarded_init(struct guarded *g, size_t need)
 {
     size_t page = (size_t)getpagesize();
     g->cap = (need + page - 1) / page * page + page;
-    unsigned char *p = mmap(NULL, g->cap + 2 * page, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        abort();
+    unsigned char *p =
+        mmap(NULL, g->cap + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) abort();
     mprotect(p, page, PROT_NONE);
     mprotect(p + page + g->cap, page, PROT_NONE);
     g->data = p + page;
@@ -127,8 +124,7 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct object *o = arg;
-    if (o->found)
-        return 0;
+    if (o->found) return 0;
     if ((o->name_part[0] == '\0' && info->dlpi_name[0] == '\0') ||
         (o->name_part[0] && strstr(info->dlpi_name, o->name_part))) {
         o->addr = info->dlpi_addr;
@@ -168,8 +164,8 @@ static void test_exe(void)
     CHECK_STREQ(name, "main");
 
     /* Data objects and unmapped addresses have no function symbol. */
-    CHECK(!hs_elf_symbolize(g_exe, (uintptr_t)&elf_test_data_object - self.addr, name,
-                            sizeof(name), &off));
+    CHECK(!hs_elf_symbolize(g_exe, (uintptr_t)&elf_test_data_object - self.addr, name, sizeof(name),
+                            &off));
     CHECK(!hs_elf_symbolize(g_exe, 0, name, sizeof(name), &off));
     CHECK(!hs_elf_symbolize(g_exe, UINTPTR_MAX, name, sizeof(name), &off));
 
@@ -213,16 +209,15 @@ static int check_bias_cb(const struct hs_map *m, void *arg)
 {
     struct bias_check *b = arg;
     /* (Skip the mapping hs_elf_open made of the file itself.) */
-    if (strcmp(m->path, b->path) != 0 || m->start == (uintptr_t)b->elf->data)
-        return 0;
+    if (strcmp(m->path, b->path) != 0 || m->start == (uintptr_t)b->elf->data) return 0;
     uintptr_t bias;
     if (hs_elf_load_bias(b->elf, m->start, m->offset, m->perms & HS_MAP_EXEC, &bias)) {
         b->checked++;
         if (bias != b->expect) {
             b->wrong++;
             fprintf(stderr, "bias %lx for mapping %lx offset %lx of %s, expected %lx\n",
-                    (unsigned long)bias, (unsigned long)m->start, (unsigned long)m->offset,
-                    m->path, (unsigned long)b->expect);
+                    (unsigned long)bias, (unsigned long)m->start, (unsigned long)m->offset, m->path,
+                    (unsigned long)b->expect);
         }
     }
     return 0;
@@ -251,8 +246,8 @@ static void test_libc(void)
     hs_elf_close(&elf);
 
     /* Functions of libc (or of whatever interposes them, e.g. a sanitizer runtime). */
-    void *fns[] = {(void *)&getpid, (void *)&write, (void *)&qsort, (void *)&opendir,
-                   (void *)&pthread_self, (void *)&dl_iterate_phdr};
+    void *fns[] = {(void *)&getpid,  (void *)&write,        (void *)&qsort,
+                   (void *)&opendir, (void *)&pthread_self, (void *)&dl_iterate_phdr};
     for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
         for (uintptr_t delta = 0; delta < 8; delta += 3) {
             uintptr_t pc = (uintptr_t)fns[i] + delta;
@@ -265,8 +260,7 @@ static void test_libc(void)
                       hs_elf_lookup(&elf, pc - bias, name, sizeof(name), &off);
             hs_elf_close(&elf);
             CHECK(ok);
-            if (!ok || !info.dli_saddr)
-                continue;
+            if (!ok || !info.dli_saddr) continue;
             /* Aliases may be named differently; the symbol's address must agree. */
             CHECK_EQ(pc - off, (uintptr_t)info.dli_saddr);
             CHECK_EQ(off, delta);
@@ -331,9 +325,8 @@ struct layout {
 
 /* Builds [ehdr][phdrs][shdrs: null, (table, strtab) * ntab][tables and strtabs] into buf.
  * With unterminated, the last strtab loses its final NUL and ends the image. */
-static size_t build_elf(unsigned char *buf, size_t cap, const struct table_spec *tabs,
-                        size_t ntab, const Elf64_Phdr *phdrs, size_t nph, bool unterminated,
-                        struct layout *lay)
+static size_t build_elf(unsigned char *buf, size_t cap, const struct table_spec *tabs, size_t ntab,
+                        const Elf64_Phdr *phdrs, size_t nph, bool unterminated, struct layout *lay)
 {
     memset(buf, 0, cap);
     Elf64_Ehdr eh = {0};
@@ -382,8 +375,7 @@ static size_t build_elf(unsigned char *buf, size_t cap, const struct table_spec 
             sym.st_size = s->size;
             memcpy(buf + pos + (i + 1) * sizeof(Elf64_Sym), &sym, sizeof(sym));
         }
-        if (unterminated && t == ntab - 1)
-            str_len--;
+        if (unterminated && t == ntab - 1) str_len--;
         Elf64_Shdr tab = {0}, str = {0};
         tab.sh_type = tabs[t].type;
         tab.sh_offset = pos;
@@ -423,13 +415,10 @@ static const char *look(const unsigned char *img, size_t size, uintptr_t vaddr, 
     static char name[64];
     struct hs_elf elf;
     name[0] = '\0';
-    if (!hs_elf_open_image(&elf, img, size))
-        return "<bad>";
+    if (!hs_elf_open_image(&elf, img, size)) return "<bad>";
     uintptr_t o = 0;
-    if (!hs_elf_lookup(&elf, vaddr, name, sizeof(name), &o))
-        name[0] = '\0';
-    if (off)
-        *off = o;
+    if (!hs_elf_lookup(&elf, vaddr, name, sizeof(name), &o)) name[0] = '\0';
+    if (off) *off = o;
     return name;
 }
 
@@ -469,15 +458,15 @@ static void test_crafted_symbols(void)
     CHECK_EQ(off, 0x50);
     CHECK_STREQ(look(img, size, 0x1fff, &off), "outer");
     CHECK_STREQ(look(img, size, 0x2000, &off), "");
-    CHECK_STREQ(look(img, size, 0x3005, &off), "");  /* object */
-    CHECK_STREQ(look(img, size, 0x4005, &off), "");  /* undefined */
-    CHECK_STREQ(look(img, size, 0x5000, &off), "");  /* zero size */
+    CHECK_STREQ(look(img, size, 0x3005, &off), ""); /* object */
+    CHECK_STREQ(look(img, size, 0x4005, &off), ""); /* undefined */
+    CHECK_STREQ(look(img, size, 0x5000, &off), ""); /* zero size */
     CHECK_STREQ(look(img, size, 0x6001, &off), "ifunc");
-    CHECK_STREQ(look(img, size, 0x7001, &off), "");  /* empty name */
-    CHECK_STREQ(look(img, size, 0x8001, &off), "");  /* name out of range */
+    CHECK_STREQ(look(img, size, 0x7001, &off), ""); /* empty name */
+    CHECK_STREQ(look(img, size, 0x8001, &off), ""); /* name out of range */
     CHECK_STREQ(look(img, size, UINT64_MAX, &off), "top");
     CHECK_EQ(off, 0xf);
-    CHECK_STREQ(look(img, size, 0x50, &off), "");   /* "wrap" does not wrap around */
+    CHECK_STREQ(look(img, size, 0x50, &off), ""); /* "wrap" does not wrap around */
     CHECK_STREQ(look(img, size, 0x9008, &off), "last_unterminated");
 
     /* The last name runs into the end of the image without a NUL: it stops there. */
@@ -486,8 +475,9 @@ static void test_crafted_symbols(void)
     CHECK_STREQ(look(img, size, 0x9008, &off), "last_unterminated");
 
     /* .dynsym is used when .symtab has nothing, and only then. */
-    static const struct sym_spec only_dyn[] = {{"dyn_fn", 0x2000, 0x10, STT_FUNC, STB_GLOBAL, 1, 0},
-                                               {"dyn_outer", 0x1000, 0x10, STT_FUNC, STB_GLOBAL, 1, 0}};
+    static const struct sym_spec only_dyn[] = {
+        {"dyn_fn", 0x2000, 0x10, STT_FUNC, STB_GLOBAL, 1, 0},
+        {"dyn_outer", 0x1000, 0x10, STT_FUNC, STB_GLOBAL, 1, 0}};
     struct table_spec both[2] = {tab, {SHT_DYNSYM, only_dyn, 2}};
     size = build_elf(buf, sizeof(buf), both, 2, &ph, 1, false, &lay);
     img = guarded_place(&g, buf, size);
@@ -522,16 +512,14 @@ static void test_crafted_symbols(void)
         {"sh_entsize 0", lay.tab_shdr[0] + offsetof(Elf64_Shdr, sh_entsize), 8, 0, ""},
         {"sh_entsize 23", lay.tab_shdr[0] + offsetof(Elf64_Shdr, sh_entsize), 8, 23, ""},
         {"sh_size huge", lay.tab_shdr[0] + offsetof(Elf64_Shdr, sh_size), 8, UINT64_MAX, ""},
-        {"sh_offset huge", lay.tab_shdr[0] + offsetof(Elf64_Shdr, sh_offset), 8,
-         UINT64_MAX - 8, ""},
+        {"sh_offset huge", lay.tab_shdr[0] + offsetof(Elf64_Shdr, sh_offset), 8, UINT64_MAX - 8,
+         ""},
         {"sh_offset past", lay.tab_shdr[0] + offsetof(Elf64_Shdr, sh_offset), 8, size, ""},
         {"symtab NOBITS", lay.tab_shdr[0] + offsetof(Elf64_Shdr, sh_type), 4, SHT_NOBITS, ""},
-        {"strtab not STRTAB", lay.str_shdr[0] + offsetof(Elf64_Shdr, sh_type), 4, SHT_PROGBITS,
-         ""},
+        {"strtab not STRTAB", lay.str_shdr[0] + offsetof(Elf64_Shdr, sh_type), 4, SHT_PROGBITS, ""},
         {"strtab size 0", lay.str_shdr[0] + offsetof(Elf64_Shdr, sh_size), 8, 0, ""},
         {"strtab size huge", lay.str_shdr[0] + offsetof(Elf64_Shdr, sh_size), 8, UINT64_MAX, ""},
-        {"strtab offset past", lay.str_shdr[0] + offsetof(Elf64_Shdr, sh_offset), 8,
-         size - 2, ""},
+        {"strtab offset past", lay.str_shdr[0] + offsetof(Elf64_Shdr, sh_offset), 8, size - 2, ""},
         /* Shorter sh_size keeps the symbols that still fit. */
         {"symtab shortened", lay.tab_shdr[0] + offsetof(Elf64_Shdr, sh_size), 8,
          5 * sizeof(Elf64_Sym) + 5, "alias_global"},
@@ -574,8 +562,7 @@ static void test_crafted_symbols(void)
     for (size_t len = 0; len <= size; len++) {
         img = guarded_place(&g, buf, len);
         const char *r = look(img, len, 0x1110, &off);
-        if (len < size && strcmp(r, "alias_global") == 0 && len < lay.shoff)
-            insane++;
+        if (len < size && strcmp(r, "alias_global") == 0 && len < lay.shoff) insane++;
     }
     CHECK_EQ(insane, 0);
     guarded_free(&g);
@@ -591,13 +578,25 @@ static void test_crafted_bias(void)
     Elf64_Phdr ph[] = {
         {.p_type = PT_PHDR, .p_offset = 0x40, .p_vaddr = 0x40, .p_filesz = 0x200},
         {.p_type = PT_LOAD, .p_flags = PF_R, .p_offset = 0, .p_vaddr = 0, .p_filesz = 0x5d0},
-        {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = 0x1000, .p_vaddr = 0x1000,
+        {.p_type = PT_LOAD,
+         .p_flags = PF_R | PF_X,
+         .p_offset = 0x1000,
+         .p_vaddr = 0x1000,
          .p_filesz = 0x1800},
-        {.p_type = PT_LOAD, .p_flags = PF_R, .p_offset = 0x3000, .p_vaddr = 0x3000,
+        {.p_type = PT_LOAD,
+         .p_flags = PF_R,
+         .p_offset = 0x3000,
+         .p_vaddr = 0x3000,
          .p_filesz = 0x100},
-        {.p_type = PT_LOAD, .p_flags = PF_R | PF_W, .p_offset = 0x3df0, .p_vaddr = 0x4df0,
+        {.p_type = PT_LOAD,
+         .p_flags = PF_R | PF_W,
+         .p_offset = 0x3df0,
+         .p_vaddr = 0x4df0,
          .p_filesz = 0x200},
-        {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = 0x5000, .p_vaddr = 0x5000,
+        {.p_type = PT_LOAD,
+         .p_flags = PF_R | PF_X,
+         .p_offset = 0x5000,
+         .p_vaddr = 0x5000,
          .p_filesz = 0},
     };
     struct table_spec tab = {SHT_SYMTAB, k_syms, 1};
@@ -618,7 +617,10 @@ static void test_crafted_bias(void)
 
     /* ET_EXEC: p_vaddr 0x400000 at offset 0 gives bias 0. */
     Elf64_Phdr exec_ph[] = {
-        {.p_type = PT_LOAD, .p_flags = PF_R | PF_X, .p_offset = 0, .p_vaddr = 0x400000,
+        {.p_type = PT_LOAD,
+         .p_flags = PF_R | PF_X,
+         .p_offset = 0,
+         .p_vaddr = 0x400000,
          .p_filesz = 0x1800},
     };
     size = build_elf(buf, sizeof(buf), &tab, 1, exec_ph, 1, false, &lay);
@@ -653,8 +655,7 @@ static bool exercise(const unsigned char *img, size_t len, const uintptr_t *addr
 {
     struct hs_elf elf;
     bool sane = true;
-    if (!hs_elf_open_image(&elf, img, len))
-        return true;
+    if (!hs_elf_open_image(&elf, img, len)) return true;
     (void)hs_elf_type(&elf);
     uintptr_t bias;
     (void)hs_elf_load_bias(&elf, 0x7f0000001000, 0x1000, true, &bias);
@@ -665,10 +666,8 @@ static bool exercise(const unsigned char *img, size_t len, const uintptr_t *addr
         uintptr_t off = 0;
         if (hs_elf_lookup(&elf, addrs[i], name, sizeof(name), &off)) {
             (*found)++;
-            if (memchr(name, '\0', sizeof(name)) == NULL || name[0] == '\0')
-                sane = false;
-            if (expect && strcmp(name, expect[i]) != 0)
-                sane = false;
+            if (memchr(name, '\0', sizeof(name)) == NULL || name[0] == '\0') sane = false;
+            if (expect && strcmp(name, expect[i]) != 0) sane = false;
         }
     }
     return sane;
@@ -680,8 +679,7 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
     size_t size;
     unsigned char *file = read_whole(path, &size);
     CHECK(file != NULL && size > 4096);
-    if (!file)
-        return;
+    if (!file) return;
     struct guarded g;
     guarded_init(&g, size);
 
@@ -691,8 +689,7 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
     CHECK(hs_elf_open_image(&elf, file, size));
     for (size_t i = 0; i < naddrs; i++) {
         uintptr_t off;
-        if (!hs_elf_lookup(&elf, addrs[i], expect[i], sizeof(expect[i]), &off))
-            expect[i][0] = '\0';
+        if (!hs_elf_lookup(&elf, addrs[i], expect[i], sizeof(expect[i]), &off)) expect[i][0] = '\0';
     }
 
     /* Truncations: every length over the headers, then steps. A prefix either fails or
@@ -703,8 +700,7 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
     for (size_t len = 0; len < size; len += len < 8192 ? 1 : step) {
         const unsigned char *img = guarded_place(&g, file, len);
         struct hs_elf t;
-        if (!hs_elf_open_image(&t, img, len))
-            continue;
+        if (!hs_elf_open_image(&t, img, len)) continue;
         tried++;
         for (size_t i = 0; i < naddrs; i++) {
             char name[64];
@@ -738,9 +734,18 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
         }
     }
     unsigned char *img = guarded_place(&g, file, size);
-    static const uint64_t interesting[] = {0, 1, 0x7f, 0x80, 0xff, 0xffff, 0x10000,
-                                           0x7fffffff, 0xffffffff, UINT64_MAX,
-                                           UINT64_MAX - 63, 0x8000000000000000ull};
+    static const uint64_t interesting[] = {0,
+                                           1,
+                                           0x7f,
+                                           0x80,
+                                           0xff,
+                                           0xffff,
+                                           0x10000,
+                                           0x7fffffff,
+                                           0xffffffff,
+                                           UINT64_MAX,
+                                           UINT64_MAX - 63,
+                                           0x8000000000000000ull};
     int insane_names = 0;
     size_t found = 0;
     for (size_t round = 0; round < corruptions; round++) {
@@ -751,8 +756,7 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
             size_t r = rnd() % nreg;
             size_t span = regions[r].len ? regions[r].len : 1;
             size_t o = regions[r].off + rnd() % span;
-            if (o + 8 > size)
-                o = size - 8;
+            if (o + 8 > size) o = size - 8;
             offs[j] = o;
             memcpy(saved[j], img + o, 8);
             uint64_t v;
@@ -770,8 +774,7 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
                 break;
             }
         }
-        if (!exercise(img, size, addrs, naddrs, NULL, &found))
-            insane_names++;
+        if (!exercise(img, size, addrs, naddrs, NULL, &found)) insane_names++;
         while (k-- > 0)
             memcpy(img + offs[k], saved[k], 8);
     }
@@ -791,15 +794,14 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
         memcpy(copy, file, size);
         if (i % 2)
             for (int j = 0; j < 16; j++)
-                copy[rnd() % (sizeof(eh) + (size_t)eh.e_phnum * eh.e_phentsize)] ^= (unsigned char)rnd();
-        if (ftruncate(fd, 0) != 0 || pwrite(fd, copy, len, 0) != (ssize_t)len)
-            bad++;
+                copy[rnd() % (sizeof(eh) + (size_t)eh.e_phnum * eh.e_phentsize)] ^=
+                    (unsigned char)rnd();
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, copy, len, 0) != (ssize_t)len) bad++;
         free(copy);
         for (size_t a = 0; a < naddrs; a++) {
             char name[64];
             uintptr_t off;
-            if (hs_elf_symbolize(tmp, addrs[a], name, sizeof(name), &off) && name[0] == '\0')
-                bad++;
+            if (hs_elf_symbolize(tmp, addrs[a], name, sizeof(name), &off) && name[0] == '\0') bad++;
         }
     }
     CHECK_EQ(bad, 0);

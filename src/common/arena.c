@@ -1,0 +1,116 @@
+/* arena.c: size-class allocator on mmap for the tools' own memory (see arena.h). */
+#include "arena.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define CHUNK_BYTES (1u << 20)
+
+/* Class sizes: 16, 32, 48, 64, then four steps per power of two up to 64 KiB. */
+static const uint32_t class_size[HS_ARENA_CLASSES] = {
+    16,   32,   48,   64,    96,    128,   192,   256,   384,   512,   768,   1024,
+    1536, 2048, 3072, 4096,  6144,  8192,  12288, 16384, 24576, 32768, 49152, 65536,
+};
+
+static int class_of(size_t size)
+{
+    for (int c = 0; c < HS_ARENA_CLASSES; c++)
+        if (size <= class_size[c])
+            return c;
+    return -1;
+}
+
+static void *map_bytes(struct hs_arena *a, size_t bytes)
+{
+    int saved = errno;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
+    if (p == MAP_FAILED)
+        return NULL;
+    __atomic_add_fetch(&a->mapped_bytes, bytes, __ATOMIC_RELAXED);
+    return p;
+}
+
+static size_t page_round(size_t size)
+{
+    return (size + 4095) & ~(size_t)4095;
+}
+
+void *hs_arena_alloc(struct hs_arena *a, size_t size)
+{
+    if (size == 0)
+        size = 1;
+    int c = class_of(size);
+    if (c < 0) {
+        if (size > SIZE_MAX - 4096)
+            return NULL;
+        return map_bytes(a, page_round(size));
+    }
+    struct hs_arena_class *k = &a->classes[c];
+    size_t n = class_size[c];
+    hs_spin_lock(&k->lock);
+    void *p = k->free_list;
+    if (p) {
+        memcpy(&k->free_list, p, sizeof(void *));
+    } else {
+        if (k->limit - k->bump < n) {
+            void *chunk = map_bytes(a, CHUNK_BYTES);
+            if (!chunk) {
+                hs_spin_unlock(&k->lock);
+                return NULL;
+            }
+            k->bump = (uintptr_t)chunk;
+            k->limit = k->bump + CHUNK_BYTES;
+        }
+        p = (void *)k->bump;
+        k->bump += n;
+    }
+    hs_spin_unlock(&k->lock);
+    return p;
+}
+
+void *hs_arena_calloc(struct hs_arena *a, size_t size)
+{
+    void *p = hs_arena_alloc(a, size);
+    if (p && size <= HS_ARENA_MAX_SMALL)
+        memset(p, 0, size);
+    return p;
+}
+
+void hs_arena_free(struct hs_arena *a, void *p, size_t size)
+{
+    if (!p)
+        return;
+    if (size == 0)
+        size = 1;
+    int c = class_of(size);
+    if (c < 0) {
+        size_t bytes = page_round(size);
+        munmap(p, bytes);
+        __atomic_sub_fetch(&a->mapped_bytes, bytes, __ATOMIC_RELAXED);
+        return;
+    }
+    struct hs_arena_class *k = &a->classes[c];
+    hs_spin_lock(&k->lock);
+    memcpy(p, &k->free_list, sizeof(void *));
+    k->free_list = p;
+    hs_spin_unlock(&k->lock);
+}
+
+size_t hs_arena_mapped_bytes(const struct hs_arena *a)
+{
+    return __atomic_load_n(&a->mapped_bytes, __ATOMIC_RELAXED);
+}
+
+void hs_arena_lock_all(struct hs_arena *a)
+{
+    for (int c = 0; c < HS_ARENA_CLASSES; c++)
+        hs_spin_lock(&a->classes[c].lock);
+}
+
+void hs_arena_unlock_all(struct hs_arena *a)
+{
+    for (int c = HS_ARENA_CLASSES - 1; c >= 0; c--)
+        hs_spin_unlock(&a->classes[c].lock);
+}

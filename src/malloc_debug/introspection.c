@@ -1,0 +1,113 @@
+/* introspection.c: the allocator introspection API the shim exports (malloc_iterate,
+ * malloc_disable, malloc_enable, malloc_backtrace), as bionic's, for the unreachable-memory
+ * detector and for programs (declared in include/heapscope/malloc_debug.h).
+ *
+ * They need pointer tracking (any of backtrace, leak_track, free_track, verify_pointers):
+ * glibc cannot list its own blocks. malloc_disable holds every lock of the shim, in the same
+ * order as the fork handlers, so no tracked allocation or free can complete until
+ * malloc_enable; malloc_iterate may then be called by the disabling thread.
+ */
+#include "backtrace_table.h"
+#include "debug_state.h"
+#include "free_queue.h"
+#include "header.h"
+#include "pointer_table.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define HS_EXPORT __attribute__((visibility("default")))
+
+/* Thread id of the thread inside malloc_disable, 0 when enabled. */
+static int g_disabled_by;
+
+static int self_tid(void)
+{
+    return (int)syscall(SYS_gettid);
+}
+
+/* Lock order, everywhere: free queue, pointer table shards, backtrace table, arena. */
+void hs_md_lock_everything(void)
+{
+    hs_md_free_queue_lock();
+    hs_md_ptr_lock_all();
+    hs_md_bt_lock();
+    hs_arena_lock_all(&hs_md_arena);
+}
+
+void hs_md_unlock_everything(void)
+{
+    hs_arena_unlock_all(&hs_md_arena);
+    hs_md_bt_unlock();
+    hs_md_ptr_unlock_all();
+    hs_md_free_queue_unlock();
+}
+
+HS_EXPORT void malloc_disable(void)
+{
+    if (hs_md_mode_now() != HS_MD_DEBUG || !hs_md.track)
+        return;
+    hs_md_lock_everything();
+    __atomic_store_n(&g_disabled_by, self_tid(), __ATOMIC_RELEASE);
+}
+
+HS_EXPORT void malloc_enable(void)
+{
+    if (hs_md_mode_now() != HS_MD_DEBUG || !hs_md.track)
+        return;
+    if (__atomic_load_n(&g_disabled_by, __ATOMIC_ACQUIRE) == 0)
+        return;
+    __atomic_store_n(&g_disabled_by, 0, __ATOMIC_RELEASE);
+    hs_md_unlock_everything();
+}
+
+struct iterate_args {
+    uintptr_t base, end;
+    void (*callback)(uintptr_t ptr, size_t size, void *arg);
+    void *arg;
+};
+
+static void iterate_one(uintptr_t ptr, const struct hs_md_ptr_info *info, void *arg)
+{
+    const struct iterate_args *a = arg;
+    if (ptr < a->base || ptr >= a->end)
+        return;
+    size_t usable = hs_md.header ? hs_md_header_of((void *)ptr)->usable_size : info->size;
+    a->callback(ptr, usable, a->arg);
+}
+
+HS_EXPORT int malloc_iterate(uintptr_t base, size_t size,
+                             void (*callback)(uintptr_t ptr, size_t size, void *arg), void *arg)
+{
+    if (hs_md_mode_now() != HS_MD_DEBUG || !hs_md.track || !callback) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    struct iterate_args a = {base, base + size < base ? UINTPTR_MAX : base + size, callback, arg};
+    bool locked_here = __atomic_load_n(&g_disabled_by, __ATOMIC_ACQUIRE) != self_tid();
+    if (locked_here)
+        hs_md_ptr_lock_all();
+    hs_md_ptr_foreach_locked(iterate_one, &a);
+    if (locked_here)
+        hs_md_ptr_unlock_all();
+    return 0;
+}
+
+HS_EXPORT ssize_t malloc_backtrace(void *pointer, uintptr_t *frames, size_t frame_count)
+{
+    if (hs_md_mode_now() != HS_MD_DEBUG || !hs_md.track || !frames)
+        return 0;
+    struct hs_md_ptr_info info;
+    if (!hs_md_ptr_find_ref(pointer, &info))
+        return 0;
+    if (!info.bt)
+        return 0;
+    size_t n = info.bt->num_frames < frame_count ? info.bt->num_frames : frame_count;
+    memcpy(frames, info.bt->frames, n * sizeof(uintptr_t));
+    hs_md_bt_release(info.bt);
+    return (ssize_t)n;
+}

@@ -1,0 +1,31 @@
+# Unit tests of src/common's stack capture and printing (backtrace.c), /proc/<pid>/maps reader
+# (proc_maps.c) and ELF symbol lookup (elf_symbols.c). include()d from tests/unit/CMakeLists.txt.
+find_package(Threads REQUIRED)
+set(HS_COMMON_TESTS_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+add_executable(test_proc_maps ${HS_COMMON_TESTS_DIR}/test_proc_maps.c)
+target_include_directories(test_proc_maps PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_proc_maps PRIVATE hs_common Threads::Threads)
+add_test(NAME unit.proc_maps COMMAND test_proc_maps)
+
+add_executable(test_elf_symbols ${HS_COMMON_TESTS_DIR}/test_elf_symbols.c)
+target_include_directories(test_elf_symbols PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_elf_symbols PRIVATE hs_common Threads::Threads ${CMAKE_DL_LIBS})
+add_test(NAME unit.elf_symbols COMMAND test_elf_symbols)
+
+# test_backtrace defines malloc & co. to count allocations, and must not be built with
+# -rdynamic: its own function names have to come from .symtab. It runs as a PIE and as a
+# non-PIE (ET_EXEC) executable, whose load bias is 0.
+add_executable(test_backtrace ${HS_COMMON_TESTS_DIR}/test_backtrace.c)
+target_include_directories(test_backtrace PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_backtrace PRIVATE hs_common Threads::Threads ${CMAKE_DL_LIBS})
+add_test(NAME unit.backtrace COMMAND test_backtrace)
+
+add_executable(test_backtrace_nopie ${HS_COMMON_TESTS_DIR}/test_backtrace.c)
+target_include_directories(test_backtrace_nopie PRIVATE ${HS_COMMON_TESTS_DIR})
+set_target_properties(test_backtrace_nopie PROPERTIES POSITION_INDEPENDENT_CODE OFF)
+target_compile_options(test_backtrace_nopie PRIVATE -fno-pie)
+target_link_options(test_backtrace_nopie PRIVATE -no-pie)
+target_compile_definitions(test_backtrace_nopie PRIVATE HS_TEST_NO_PIE)
+target_link_libraries(test_backtrace_nopie PRIVATE hs_common Threads::Threads ${CMAKE_DL_LIBS})
+add_test(NAME unit.backtrace_nopie COMMAND test_backtrace_nopie)
