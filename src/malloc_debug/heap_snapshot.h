@@ -49,7 +49,7 @@ struct hs_md_snapshot_entry {
 };
 
 struct hs_md_snapshot {
-    struct hs_md_snapshot_entry *entries; /* sorted and merged; NULL when count is 0 */
+    struct hs_md_snapshot_entry *entries; /* sorted and merged (arena block, or NULL) */
     size_t count;                         /* entries after merging */
     size_t capacity;                      /* entries the arena block holds */
     size_t allocations;                   /* live allocations shown (sum of num) */

@@ -216,8 +216,8 @@ static long futex(uint32_t *word, int op, uint32_t val)
 }
 
 /* Called by an adder whose fetch_add saw WRITING: gives the place back and, unless nested in
- * a record of its own thread, waits for the writer and takes a place again. Returns the new
- * fetch_add result, or 0 with WRITING set... encoded as false: *out untouched, drop. */
+ * a record of its own thread, waits for the writer and takes a place again. Returns true with
+ * the new fetch_add result in *w, or false when the record must be dropped (nested). */
 static __attribute__((noinline)) bool wait_for_writer(uint64_t *w)
 {
     for (;;) {

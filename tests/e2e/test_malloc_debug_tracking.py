@@ -1,0 +1,194 @@
+"""End-to-end: backtrace, free_track, leak_track, verify_pointers and the introspection API."""
+import os
+import unittest
+
+from e2e import DIVIDER, FRAME_RE, Case, run
+
+TRACK = os.environ["HS_MD_TRACK"]
+
+
+def frames_of(lines, start):
+    """Frame lines from log[start] on, as (symbol, path) pairs, and the index after them."""
+    out = []
+    i = start
+    while i < len(lines) and FRAME_RE.match(lines[i]):
+        m = FRAME_RE.match(lines[i])
+        out.append((m.group("sym"), m.group("path")))
+        i += 1
+    return out, i
+
+
+class Tracking(Case):
+    def assert_frames(self, log, i, first, second=None):
+        frames, end = frames_of(log, i)
+        self.assertTrue(frames, log[i:i + 3])
+        self.assertEqual(frames[0], (first, os.path.realpath(TRACK)), log[i])
+        if second:
+            self.assertEqual(frames[1][0], second)
+        return end
+
+    def test_use_after_free_write_caught_at_exit(self):
+        r = run([TRACK, "uaf_write"], "backtrace free_track")
+        self.assertEqual(r.returncode, 0)
+        log = r.log
+        self.assertEqual(log[:3], [
+            DIVIDER,
+            "+++ ALLOCATION %s USED AFTER FREE" % r.values["ptr"],
+            "  allocation[10] = 0x01 (expected 0xef)",
+        ])
+        self.assertEqual(log[3], "Backtrace at time of free:")
+        end = self.assert_frames(log, 4, "drop", "uaf_write")
+        self.assertEqual(log[end:], [DIVIDER])
+
+    def test_use_after_free_caught_when_evicted(self):
+        r = run([TRACK, "uaf_evicted"], "free_track=2")
+        out = r.stdout.splitlines()
+        self.assertEqual(out[-2:], ["before_evict", "after_evict"])
+        self.assertEqual(log_without_frames(r.log), [
+            DIVIDER,
+            "+++ ALLOCATION %s USED AFTER FREE" % r.values["ptr"],
+            "  allocation[0] = 0x78 (expected 0xef)",
+            "  allocation[47] = 0x79 (expected 0xef)",
+            "Backtrace at time of free:",
+            DIVIDER,
+        ])
+
+    def test_free_track_without_free_backtrace(self):
+        r = run([TRACK, "uaf_write"], "free_track free_track_backtrace_num_frames=0")
+        self.assertEqual(r.log, [
+            DIVIDER,
+            "+++ ALLOCATION %s USED AFTER FREE" % r.values["ptr"],
+            "  allocation[10] = 0x01 (expected 0xef)",
+            DIVIDER,
+        ])
+
+    def test_double_free_has_both_backtraces(self):
+        for options in ("free_track", "free_track guard", "backtrace free_track verify_pointers"):
+            with self.subTest(options=options):
+                r = run([TRACK, "double_free"], options)
+                log = r.log
+                self.assertEqual(log[:3], [
+                    DIVIDER,
+                    "+++ ALLOCATION %s USED AFTER FREE (free)" % r.values["ptr"],
+                    "Backtrace of original free:",
+                ])
+                i = self.assert_frames(log, 3, "drop", "double_free")
+                self.assertEqual(log[i], "Backtrace at time of failure:")
+                i = self.assert_frames(log, i + 1, "drop", "double_free")
+                self.assertEqual(log[i:], [DIVIDER])
+
+    def test_realloc_after_free(self):
+        r = run([TRACK, "realloc_after_free"], "free_track")
+        self.assertEqual(r.log[1], "+++ ALLOCATION %s USED AFTER FREE (realloc)" % r.values["ptr"])
+        self.assertEqual(r.log[2], "Backtrace of original free:")
+        self.assertEqual(r.values["realloc"], "(nil)")
+
+    def test_leaks_at_exit_largest_first(self):
+        r = run([TRACK, "leaks"], "backtrace leak_track")
+        self.assertEqual(r.returncode, 0)
+        log = r.log
+        self.assertEqual(log[0], "+++ md_track leaked block of size 333 at %s (leak 1 of 2)"
+                         % r.values["big"])
+        self.assertEqual(log[1], "Backtrace at time of allocation:")
+        i = self.assert_frames(log, 2, "make", "leaks")
+        self.assertEqual(log[i], "+++ md_track leaked block of size 20 at %s (leak 2 of 2)"
+                         % r.values["small"])
+        self.assertEqual(log[i + 1], "Backtrace at time of allocation:")
+        i = self.assert_frames(log, i + 2, "make", "leaks")
+        self.assertEqual(i, len(log))
+
+    def test_leaks_without_backtraces(self):
+        r = run([TRACK, "leaks"], "leak_track")
+        self.assertEqual(r.log, [
+            "+++ md_track leaked block of size 333 at %s (leak 1 of 2)" % r.values["big"],
+            "+++ md_track leaked block of size 20 at %s (leak 2 of 2)" % r.values["small"],
+        ])
+
+    def test_backtrace_size_filters(self):
+        r = run([TRACK, "leaks"], "backtrace leak_track backtrace_min_size=100")
+        self.assertEqual(log_without_frames(r.log), [
+            "+++ md_track leaked block of size 333 at %s (leak 1 of 2)" % r.values["big"],
+            "Backtrace at time of allocation:",
+            "+++ md_track leaked block of size 20 at %s (leak 2 of 2)" % r.values["small"],
+        ])
+        r = run([TRACK, "leaks"], "bt leak_track bt_sz=20")
+        self.assertEqual(log_without_frames(r.log), [
+            "+++ md_track leaked block of size 333 at %s (leak 1 of 2)" % r.values["big"],
+            "+++ md_track leaked block of size 20 at %s (leak 2 of 2)" % r.values["small"],
+            "Backtrace at time of allocation:",
+        ])
+
+    def test_verify_pointers_on_stray_pointers(self):
+        r = run([TRACK, "stray"], "verify_pointers")
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(log_without_frames(r.log), [
+            DIVIDER,
+            "+++ ALLOCATION %s UNKNOWN POINTER (free)" % r.values["stack"],
+            "Backtrace at time of failure:",
+            DIVIDER,
+            DIVIDER,
+            "+++ ALLOCATION %s UNKNOWN POINTER (malloc_usable_size)" % r.values["interior"],
+            "Backtrace at time of failure:",
+            DIVIDER,
+        ])
+        self.assertEqual(r.values["usable"], "0")
+
+    def test_header_tag_corrupted_after_free(self):
+        r = run([TRACK, "tag_after_free"], "guard free_track")
+        self.assertEqual(r.log, [
+            DIVIDER,
+            "+++ ALLOCATION %s HAS CORRUPTED HEADER TAG 0x11111111 AFTER FREE" % r.values["ptr"],
+            DIVIDER,
+        ])
+
+    def test_backtrace_toggled_by_signal(self):
+        r = run([TRACK, "toggle"], "backtrace_enable_on_signal leak_track verbose")
+        log = log_without_frames(r.log)
+        self.assertIn("md_track: Run: 'kill -45 %s' to enable backtracing." % r.values["pid"], log)
+        leaks = [l for l in log if "leaked block" in l or l.startswith("Backtrace")]
+        self.assertEqual(leaks, [
+            "+++ md_track leaked block of size 333 at %s (leak 1 of 3)" % r.values["after"],
+            "+++ md_track leaked block of size 222 at %s (leak 2 of 3)" % r.values["during"],
+            "Backtrace at time of allocation:",
+            "+++ md_track leaked block of size 111 at %s (leak 3 of 3)" % r.values["before"],
+        ])
+        r = run([TRACK, "toggle"], "backtrace backtrace_enable_on_signal leak_track")
+        leaks = [l for l in log_without_frames(r.log)
+                 if "leaked block" in l or l.startswith("Backtrace")]
+        self.assertEqual(leaks[1], "Backtrace at time of allocation:")
+        self.assertEqual(leaks[2], "+++ md_track leaked block of size 222 at %s (leak 2 of 3)"
+                         % r.values["during"])
+        self.assertEqual(leaks[4], "Backtrace at time of allocation:")
+
+    def test_api(self):
+        r = run([TRACK, "api"], "backtrace")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        v = r.values
+        self.assertGreater(int(v["frames"]), 1)
+        self.assertEqual(v["first_in_program"], "1")
+        self.assertEqual(v["unknown_frames"], "0")
+        self.assertEqual(v["iterate_rc"], "0")
+        self.assertEqual(v["has_block"], "1")
+        self.assertEqual((v["range_count"], v["range_bytes"]), ("1", "4000"))
+        self.assertEqual(v["disable_loop"], "ok")
+        self.assertEqual(r.log, [])
+
+    def test_api_with_guards_reports_usable_size(self):
+        r = run([TRACK, "api"], "backtrace guard")
+        self.assertEqual((r.values["range_count"], r.values["range_bytes"]), ("1", "4000"))
+
+    def test_allocator_stats_on_exit(self):
+        r = run([TRACK, "leaks"], "leak_track log_allocator_stats_on_exit")
+        stats = [l for l in r.log if l.startswith("md_track: ")]
+        self.assertEqual(len(stats), 2, r.log)
+        self.assertRegex(stats[0], r"^md_track: glibc heap: \d+ bytes in use, \d+ bytes free")
+        self.assertRegex(stats[1], r"^md_track: malloc debug: 3 live allocations tracked|"
+                                   r"^md_track: malloc debug: \d+ live allocations tracked")
+
+
+def log_without_frames(log):
+    return [l for l in log if not FRAME_RE.match(l)]
+
+
+if __name__ == "__main__":
+    unittest.main()
