@@ -2,6 +2,7 @@
 #include "free_queue.h"
 
 #include "backtrace.h"
+#include "byte_check.h"
 #include "debug_state.h"
 #include "header.h"
 #include "libc_malloc.h"
@@ -56,9 +57,7 @@ static void verify(const struct freed *f)
     }
     const uint8_t *p = f->ptr;
     size_t n = checked_bytes(f);
-    size_t first_bad = 0;
-    while (first_bad < n && p[first_bad] == cfg->fill_free_value)
-        first_bad++;
+    size_t first_bad = hs_md_first_mismatch(p, n, cfg->fill_free_value);
     if (first_bad == n)
         return;
     hs_md_report_begin();

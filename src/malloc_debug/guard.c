@@ -1,27 +1,14 @@
 /* guard.c: guard verification and the CORRUPTED GUARD report (see guard.h). */
 #include "guard.h"
 
+#include "byte_check.h"
 #include "log.h"
 #include "report.h"
 
-#include <string.h>
 
-/* True when all n bytes at p equal v. Compares a word at a time: guards are checked on
- * every free, so this is on the hot path of the guard options. */
 static bool bytes_all_equal(const uint8_t *p, size_t n, uint8_t v)
 {
-    uint64_t word = 0x0101010101010101ull * v;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        if (w != word)
-            return false;
-    }
-    for (; i < n; i++)
-        if (p[i] != v)
-            return false;
-    return true;
+    return hs_md_first_mismatch(p, n, v) == n;
 }
 
 static void report_corrupted(const struct hs_md_header *h, const char *which, const uint8_t *guard,
