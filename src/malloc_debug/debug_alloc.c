@@ -44,8 +44,12 @@ static void *fail_enomem(void)
     return NULL;
 }
 
+/* Every frame of the shim is unwound on each capture, so the helpers of the allocation
+ * path are forced inline: the fewer shim frames, the cheaper a backtrace. */
+#define HS_INLINE static inline __attribute__((always_inline))
+
 /* The allocation backtrace for a new block of `size` bytes, or NULL when not wanted. */
-static struct hs_md_bt *capture_alloc_backtrace(size_t size)
+HS_INLINE struct hs_md_bt *capture_alloc_backtrace(size_t size)
 {
     const struct hs_md_config *cfg = &hs_md.cfg;
     if (!(cfg->options & HS_OPT_BACKTRACE) || hs_md_in_shim ||
@@ -59,7 +63,7 @@ static struct hs_md_bt *capture_alloc_backtrace(size_t size)
     return hs_md_bt_acquire(frames, n);
 }
 
-static struct hs_md_bt *capture_free_backtrace(void)
+HS_INLINE struct hs_md_bt *capture_free_backtrace(void)
 {
     size_t max = hs_md.cfg.free_track_backtrace_num_frames;
     if (max == 0 || hs_md_in_shim)
@@ -72,7 +76,7 @@ static struct hs_md_bt *capture_free_backtrace(void)
 }
 
 /* Adds a new block to the pointer table. */
-static void track(void *p, size_t size)
+HS_INLINE void track(void *p, size_t size)
 {
     if (!hs_md.track || !p)
         return;
@@ -115,7 +119,7 @@ static size_t usable_size(void *ptr)
     return hs_md.header ? hs_md_header_of(ptr)->usable_size : hs_md_libc_usable_size(ptr);
 }
 
-static void *debug_alloc(size_t size, size_t alignment, bool zero)
+HS_INLINE void *debug_alloc(size_t size, size_t alignment, bool zero)
 {
     hs_md_serve_requests();
     if (size == 0)
@@ -170,7 +174,7 @@ static bool verify_pointer(void *ptr, const char *function, bool take, struct hs
 }
 
 /* Frees a verified pointer (already out of the pointer table; info is its entry). */
-static void release(void *ptr, struct hs_md_ptr_info *info)
+HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info)
 {
     void *orig = ptr;
     size_t usable;
@@ -236,9 +240,9 @@ static void retrack(void *ptr, size_t size)
 {
     if (!hs_md.track)
         return;
-    struct hs_md_ptr_info old;
-    if (hs_md_ptr_remove(ptr, &old))
-        hs_md_bt_release(old.bt);
+    struct hs_md_ptr_info old = {0, NULL};
+    hs_md_ptr_remove(ptr, &old);
+    hs_md_bt_release(old.bt);
     track(ptr, size);
 }
 
