@@ -26,7 +26,8 @@ static inline int cmp_at(const struct sorter *s, size_t i, size_t j)
 
 static void swap_bytes(char *a, char *b, size_t size)
 {
-    if (a == b) return;
+    if (a == b)
+        return;
     for (; size >= sizeof(uint64_t); size -= sizeof(uint64_t)) {
         uint64_t x, y;
         memcpy(&x, a, sizeof(x));
@@ -61,9 +62,12 @@ static void sift_down(const struct sorter *s, size_t lo, size_t root, size_t n)
 {
     for (;;) {
         size_t child = 2 * root + 1;
-        if (child >= n) return;
-        if (child + 1 < n && cmp_at(s, lo + child, lo + child + 1) < 0) child++;
-        if (cmp_at(s, lo + root, lo + child) >= 0) return;
+        if (child >= n)
+            return;
+        if (child + 1 < n && cmp_at(s, lo + child, lo + child + 1) < 0)
+            child++;
+        if (cmp_at(s, lo + root, lo + child) >= 0)
+            return;
         swap_at(s, lo + root, lo + child);
         root = child;
     }
@@ -72,7 +76,8 @@ static void sift_down(const struct sorter *s, size_t lo, size_t root, size_t n)
 static void heap_sort(const struct sorter *s, size_t lo, size_t hi)
 {
     size_t n = hi - lo;
-    if (n < 2) return;
+    if (n < 2)
+        return;
     for (size_t i = n / 2; i-- > 0;)
         sift_down(s, lo, i, n);
     for (size_t end = n - 1; end > 0; end--) {
@@ -86,10 +91,12 @@ static void median_to_front(const struct sorter *s, size_t lo, size_t hi)
 {
     size_t mid = lo + (hi - lo) / 2, last = hi - 1;
     /* Order lo <= mid <= last, then move mid to lo. */
-    if (cmp_at(s, mid, lo) < 0) swap_at(s, mid, lo);
+    if (cmp_at(s, mid, lo) < 0)
+        swap_at(s, mid, lo);
     if (cmp_at(s, last, mid) < 0) {
         swap_at(s, last, mid);
-        if (cmp_at(s, mid, lo) < 0) swap_at(s, mid, lo);
+        if (cmp_at(s, mid, lo) < 0)
+            swap_at(s, mid, lo);
     }
     swap_at(s, lo, mid);
 }
@@ -105,7 +112,8 @@ static size_t partition(const struct sorter *s, size_t lo, size_t hi)
             i++;
         while (i <= j && cmp_at(s, j, lo) > 0)
             j--;
-        if (i >= j) break;
+        if (i >= j)
+            break;
         swap_at(s, i, j);
         i++;
         j--;
@@ -138,7 +146,8 @@ static void intro_sort(const struct sorter *s, size_t lo, size_t hi, unsigned de
 
 void hs_sort(void *base, size_t n, size_t size, hs_sort_cmp_fn cmp, void *ctx)
 {
-    if (n < 2 || size == 0) return;
+    if (n < 2 || size == 0)
+        return;
     struct sorter s = {base, size, cmp, ctx};
     unsigned depth = 0;
     for (size_t m = n; m > 1; m >>= 1)

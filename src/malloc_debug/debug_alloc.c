@@ -18,6 +18,7 @@
 #include "free_queue.h"
 #include "guard.h"
 #include "header.h"
+#include "heap_dump.h"
 #include "libc_malloc.h"
 #include "pointer_table.h"
 #include "report.h"
@@ -122,6 +123,7 @@ static size_t usable_size(void *ptr)
 HS_INLINE void *debug_alloc(size_t size, size_t alignment, bool zero)
 {
     hs_md_serve_requests();
+    hs_md_heap_dump_if_requested();
     if (size == 0)
         size = 1;
     void *p = hs_md.header ? header_alloc(size, alignment, zero) : plain_alloc(size, alignment, zero);
@@ -203,6 +205,7 @@ void *hs_md_debug_malloc(size_t size)
 void hs_md_debug_free(void *ptr)
 {
     hs_md_serve_requests();
+    hs_md_heap_dump_if_requested();
     if (!ptr)
         return;
     struct hs_md_ptr_info info;
@@ -303,6 +306,7 @@ void *hs_md_debug_realloc(void *ptr, size_t size)
         return NULL;
     }
     hs_md_serve_requests();
+    hs_md_heap_dump_if_requested();
     struct hs_md_ptr_info info;
     if (!verify_pointer(ptr, "realloc", false, &info))
         return NULL;

@@ -10,8 +10,10 @@
  * describe the same address space.
  *
  * Memory: everything temporary comes from the shim's arena (hs_md_arena) and is returned
- * before the dump ends; the stack holds about 2.5 KiB (a symbol name, one formatted line,
- * the fingerprint). Nothing here calls malloc or stdio.
+ * before the dump ends: the snapshot (32 bytes per live allocation), the maps text, the
+ * 64 KiB write buffer and, with backtrace_full, the maps table and one entry per distinct pc.
+ * Stack: about 5 KiB at the deepest (fingerprint: utsname + os-release buffer; symbolising:
+ * a 512-byte name). Nothing here calls malloc or stdio.
  *
  * Signals: the SIGRTMAX-17 handler stores 1 into hs_md_heap_dump_pending and returns; all the
  * work happens at the next malloc or free, where locks may be taken. errno is preserved for
@@ -80,7 +82,8 @@ static void dump_unlock(void)
 static const char *error_text(int err, char *buf, size_t cap)
 {
     const char *s = strerrordesc_np(err); /* untranslated, never allocates */
-    if (s) return s;
+    if (s)
+        return s;
     hs_format(buf, cap, "Unknown error %d", err);
     return buf;
 }
@@ -98,15 +101,19 @@ struct abuf {
 
 static bool abuf_reserve(struct abuf *b, size_t extra)
 {
-    if (extra <= b->cap - b->len) return true;
+    if (extra <= b->cap - b->len)
+        return true;
     size_t cap = b->cap ? b->cap : 4096;
     while (cap - b->len < extra) {
-        if (cap > SIZE_MAX / 2) return false;
+        if (cap > SIZE_MAX / 2)
+            return false;
         cap *= 2;
     }
     char *p = hs_arena_alloc(&hs_md_arena, cap);
-    if (!p) return false;
-    if (b->len) memcpy(p, b->data, b->len);
+    if (!p)
+        return false;
+    if (b->len)
+        memcpy(p, b->data, b->len);
     hs_arena_free(&hs_md_arena, b->data, b->cap);
     b->data = p;
     b->cap = cap;
@@ -115,7 +122,8 @@ static bool abuf_reserve(struct abuf *b, size_t extra)
 
 static bool abuf_append(struct abuf *b, const void *data, size_t len)
 {
-    if (!abuf_reserve(b, len)) return false;
+    if (!abuf_reserve(b, len))
+        return false;
     memcpy(b->data + b->len, data, len);
     b->len += len;
     return true;
@@ -131,7 +139,8 @@ static void abuf_free(struct abuf *b)
 static bool read_file(const char *path, struct abuf *b)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
+    if (fd < 0)
+        return false;
     bool ok = true;
     for (;;) {
         if (!abuf_reserve(b, 16384)) {
@@ -139,9 +148,12 @@ static bool read_file(const char *path, struct abuf *b)
             break;
         }
         ssize_t n = read(fd, b->data + b->len, b->cap - b->len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) ok = false;
-        if (n <= 0) break;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            ok = false;
+        if (n <= 0)
+            break;
         b->len += (size_t)n;
     }
     close(fd);
@@ -161,7 +173,8 @@ static void write_all(struct writer *w, const char *p, size_t n)
 {
     while (n > 0 && !w->error) {
         ssize_t r = write(w->fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EINTR)
+            continue;
         if (r <= 0) {
             w->error = r < 0 ? errno : EIO;
             return;
@@ -213,7 +226,8 @@ static void append_clean(char *buf, size_t cap, size_t *len, const char *s, size
 {
     for (size_t i = 0; i < n && s[i] && *len + 1 < cap; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '\'' || c < 0x20 || c == 0x7f) continue;
+        if (c == '\'' || c < 0x20 || c == 0x7f)
+            continue;
         buf[(*len)++] = (char)c;
     }
     buf[*len] = '\0';
@@ -223,12 +237,15 @@ static void append_clean(char *buf, size_t cap, size_t *len, const char *s, size
 static size_t pretty_name(const char *path, char *text, size_t cap, const char **value)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
+    if (fd < 0)
+        return 0;
     size_t len = 0;
     for (;;) {
         ssize_t n = read(fd, text + len, cap - 1 - len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
         len += (size_t)n;
     }
     close(fd);
@@ -261,19 +278,23 @@ static void fingerprint(char *buf, size_t cap)
     if (uname(&u) == 0) {
         const char *parts[] = {u.sysname, u.release, u.version, u.machine};
         for (size_t i = 0; i < 4; i++) {
-            if (i > 0) append_clean(buf, cap, &len, " ", 1);
+            if (i > 0)
+                append_clean(buf, cap, &len, " ", 1);
             append_clean(buf, cap, &len, parts[i], strlen(parts[i]));
         }
     }
     char text[2048];
     const char *value = NULL;
     size_t n = pretty_name("/etc/os-release", text, sizeof(text), &value);
-    if (n == 0) n = pretty_name("/usr/lib/os-release", text, sizeof(text), &value);
+    if (n == 0)
+        n = pretty_name("/usr/lib/os-release", text, sizeof(text), &value);
     if (n > 0) {
-        if (len > 0) append_clean(buf, cap, &len, "; ", 2);
+        if (len > 0)
+            append_clean(buf, cap, &len, "; ", 2);
         append_clean(buf, cap, &len, value, n);
     }
-    if (len == 0) append_clean(buf, cap, &len, "unknown", 7);
+    if (len == 0)
+        append_clean(buf, cap, &len, "unknown", 7);
 }
 
 /* ---- Maps table and symbols (backtrace_full) ---------------------------------------------- */
@@ -392,7 +413,8 @@ static const struct hs_elf *map_elf(struct symbols *sy, size_t i)
         }
         return sy->vdso_ok ? &sy->vdso : NULL;
     }
-    if (path[0] != '/') return NULL;
+    if (path[0] != '/')
+        return NULL;
     struct elf_slot *slot = NULL;
     for (int k = 0; k < ELF_SLOTS; k++) {
         struct elf_slot *c = &sy->slots[k];
@@ -409,9 +431,11 @@ static const struct hs_elf *map_elf(struct symbols *sy, size_t i)
                 slot = c;
                 break;
             }
-            if (c->last_use < slot->last_use) slot = c;
+            if (c->last_use < slot->last_use)
+                slot = c;
         }
-        if (slot->used) hs_elf_close(&slot->elf);
+        if (slot->used)
+            hs_elf_close(&slot->elf);
         slot->used = true;
         slot->dev = m->dev;
         slot->inode = m->inode;
@@ -443,7 +467,8 @@ static void symbolize(struct symbols *sy, struct pc_info *p)
      * the calling function (a call at its very end): look the code up at pc - 1. */
     uintptr_t lookup = p->pc > 0 ? p->pc - 1 : 0;
     size_t i = find_map(sy, lookup);
-    if (i == SIZE_MAX) return;
+    if (i == SIZE_MAX)
+        return;
     p->map = i;
     struct dmap *m = map_at(sy, i);
     const struct hs_elf *elf = map_elf(sy, i);
@@ -469,20 +494,24 @@ static bool symbols_build(struct symbols *sy, const struct abuf *maps_text,
                           const struct hs_md_snapshot *snap)
 {
     struct hs_map *scratch = hs_arena_alloc(&hs_md_arena, sizeof(*scratch));
-    if (!scratch) return false;
+    if (!scratch)
+        return false;
     struct hs_maps_parser parser;
     hs_maps_parser_init(&parser, scratch);
     if (hs_maps_parser_feed(&parser, maps_text->data, maps_text->len, add_map, sy) == 0)
         hs_maps_parser_finish(&parser, add_map, sy);
     hs_arena_free(&hs_md_arena, scratch, sizeof(*scratch));
-    if (sy->failed) return false;
+    if (sy->failed)
+        return false;
 
     /* Distinct pcs: collect, sort, squeeze. */
     size_t total = 0;
     for (size_t i = 0; i < snap->count; i++)
-        if (snap->entries[i].bt) total += snap->entries[i].bt->num_frames;
+        if (snap->entries[i].bt)
+            total += snap->entries[i].bt->num_frames;
     struct abuf raw = {0};
-    if (total > 0 && !abuf_reserve(&raw, total * sizeof(uintptr_t))) return false;
+    if (total > 0 && !abuf_reserve(&raw, total * sizeof(uintptr_t)))
+        return false;
     uintptr_t *pcs = (uintptr_t *)raw.data;
     size_t n = 0;
     for (size_t i = 0; i < snap->count; i++) {
@@ -493,7 +522,8 @@ static bool symbols_build(struct symbols *sy, const struct abuf *maps_text,
     hs_sort(pcs, n, sizeof(uintptr_t), compare_pcs, NULL);
     size_t unique = 0;
     for (size_t i = 0; i < n; i++)
-        if (unique == 0 || pcs[unique - 1] != pcs[i]) pcs[unique++] = pcs[i];
+        if (unique == 0 || pcs[unique - 1] != pcs[i])
+            pcs[unique++] = pcs[i];
 
     if (unique > 0 && !abuf_reserve(&sy->pcs, unique * sizeof(struct pc_info))) {
         abuf_free(&raw);
@@ -528,7 +558,8 @@ static const struct pc_info *find_pc(struct symbols *sy, uintptr_t pc)
 static void symbols_free(struct symbols *sy)
 {
     for (int k = 0; k < ELF_SLOTS; k++)
-        if (sy->slots[k].used) hs_elf_close(&sy->slots[k].elf);
+        if (sy->slots[k].used)
+            hs_elf_close(&sy->slots[k].elf);
     abuf_free(&sy->maps);
     abuf_free(&sy->strings);
     abuf_free(&sy->pcs);
@@ -540,12 +571,14 @@ static void write_bt_info(struct writer *w, struct symbols *sy, const struct hs_
     w_str(w, "  bt_info");
     for (uint32_t f = 0; f < bt->num_frames && bt->frames[f] != 0; f++) {
         const struct pc_info *p = find_pc(sy, bt->frames[f]);
-        if (!p) continue; /* cannot happen: every pc was symbolised */
+        if (!p)
+            continue; /* cannot happen: every pc was symbolised */
         w_str(w, " {\"");
         if (p->map != SIZE_MAX) {
             const struct dmap *m = map_at(sy, p->map);
             w_str(w, string_at(sy, m->path));
-            if (m->deleted) w_str(w, " (deleted)");
+            if (m->deleted)
+                w_str(w, " (deleted)");
         }
         w_fmt(w, "\" %lx \"", (unsigned long)p->rel_pc);
         if (p->name != SIZE_MAX) {
@@ -564,7 +597,8 @@ static void write_bt_info(struct writer *w, struct symbols *sy, const struct hs_
 static int write_dump(int fd, const char *path)
 {
     struct writer w = {fd, 0, hs_arena_alloc(&hs_md_arena, WRITER_BUFFER), 0};
-    if (!w.buf) return ENOMEM;
+    if (!w.buf)
+        return ENOMEM;
 
     struct hs_md_snapshot snap;
     if (!hs_md_snapshot_take(&snap, 0)) {
@@ -598,7 +632,8 @@ static int write_dump(int fd, const char *path)
         for (uint32_t f = 0; e->bt && f < e->bt->num_frames && e->bt->frames[f] != 0; f++)
             w_fmt(&w, " %lx", (unsigned long)e->bt->frames[f]);
         w_str(&w, "\n");
-        if (full && e->bt) write_bt_info(&w, &sy, e->bt);
+        if (full && e->bt)
+            write_bt_info(&w, &sy, e->bt);
     }
 
     w_str(&w, "MAPS\n");
@@ -611,7 +646,8 @@ static int write_dump(int fd, const char *path)
     w_str(&w, "END\n");
     w_flush(&w);
 
-    if (full) symbols_free(&sy);
+    if (full)
+        symbols_free(&sy);
     abuf_free(&maps_text);
     hs_md_snapshot_release(&snap);
     hs_arena_free(&hs_md_arena, w.buf, WRITER_BUFFER);
@@ -672,15 +708,25 @@ static void dump_with_suffix(const char *suffix)
 
 void hs_md_heap_dump_requested(void)
 {
-    if (hs_md_in_shim) return; /* the shim's own allocations never dump */
-    if (!__atomic_exchange_n(&hs_md_heap_dump_pending, 0, __ATOMIC_ACQ_REL)) return;
+    if (hs_md_in_shim)
+        return; /* the shim's own allocations never dump */
+    if (!__atomic_exchange_n(&hs_md_heap_dump_pending, 0, __ATOMIC_ACQ_REL))
+        return;
+    dump_with_suffix(".txt");
+}
+
+void hs_md_heap_dump_signal_file(void)
+{
+    if (hs_md_in_shim || !backtraces_on())
+        return;
     dump_with_suffix(".txt");
 }
 
 void hs_md_heap_dump_at_exit(void)
 {
     uint32_t need = HS_OPT_BACKTRACE | HS_OPT_BACKTRACE_DUMP_ON_EXIT;
-    if (hs_md_mode_now() != HS_MD_DEBUG || (hs_md.cfg.options & need) != need) return;
+    if (hs_md_mode_now() != HS_MD_DEBUG || (hs_md.cfg.options & need) != need)
+        return;
     dump_with_suffix(".exit.txt");
 }
 
@@ -696,7 +742,8 @@ static void on_dump_signal(int sig, siginfo_t *info, void *ucontext)
 
 void hs_md_heap_dump_init(void)
 {
-    if (!(hs_md.cfg.options & HS_OPT_BACKTRACE)) return;
+    if (!(hs_md.cfg.options & HS_OPT_BACKTRACE))
+        return;
     int sig = SIGRTMAX - 17;
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -709,6 +756,7 @@ void hs_md_heap_dump_init(void)
                error_text(errno, ebuf, sizeof(ebuf)));
         return;
     }
-    hs_log("%s: Run: 'kill -%d %d' to dump the backtrace.", hs_log_program_name(), sig,
-           (int)getpid());
+    if (hs_md.cfg.options & HS_OPT_VERBOSE)
+        hs_log("%s: Run: 'kill -%d %d' to dump the backtrace.", hs_log_program_name(), sig,
+               (int)getpid());
 }

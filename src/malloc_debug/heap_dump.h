@@ -35,7 +35,7 @@
  *
  * Threading and signals: dumps are serialised by a lock of their own (stolen by a forked
  * child whose parent was dumping). A dump never calls malloc or stdio: it writes with
- * write(2) from a stack buffer and keeps its tables in the shim's arena; it sets the re-entry
+ * write(2) from a buffer in the shim's arena, where its tables live too; it sets the re-entry
  * guard (hs_md_in_shim) so that anything it calls that allocates goes to glibc. It must not
  * run in a signal handler (it takes the table spinlocks); only the trigger handler does, and
  * it touches nothing but an atomic flag.
@@ -48,9 +48,9 @@
 /* Set by the SIGRTMAX-17 handler; read by hs_md_heap_dump_if_requested. */
 extern int hs_md_heap_dump_pending;
 
-/* Installs the SIGRTMAX-17 handler and logs "<program>: Run: 'kill -47 <pid>' to dump the
- * backtrace." when hs_md.cfg has the backtrace option; does nothing otherwise. Call once from
- * initialisation, after hs_md.cfg is parsed. Never allocates. */
+/* Installs the SIGRTMAX-17 handler when hs_md.cfg has the backtrace option (and, with
+ * verbose, logs "<program>: Run: 'kill -47 <pid>' to dump the backtrace."); does nothing
+ * otherwise. Call once from initialisation, after hs_md.cfg is parsed. Never allocates. */
 void hs_md_heap_dump_init(void);
 
 /* Writes the signal-requested dump (slow path of hs_md_heap_dump_if_requested). */
@@ -64,6 +64,11 @@ static inline void hs_md_heap_dump_if_requested(void)
     if (__builtin_expect(__atomic_load_n(&hs_md_heap_dump_pending, __ATOMIC_RELAXED), 0))
         hs_md_heap_dump_requested();
 }
+
+/* Writes <prefix>.<pid>.txt now (what the signal asks for), when backtraces are recorded and
+ * the caller is not the shim's own code. For a caller that routes SIGRTMAX-17 through its own
+ * request mechanism instead of hs_md_heap_dump_init's handler. Preserves errno. */
+void hs_md_heap_dump_signal_file(void);
 
 /* Writes <prefix>.<pid>.exit.txt when the options include backtrace and
  * backtrace_dump_on_exit; does nothing otherwise. Call from the shim's exit hook. */

@@ -9,6 +9,7 @@
 #include "debug_state.h"
 #include "free_queue.h"
 #include "header.h"
+#include "heap_dump.h"
 #include "requests.h"
 #include "libc_malloc.h"
 
@@ -49,8 +50,6 @@ static void log_inactive_options(uint32_t options)
         uint32_t bit;
         const char *name;
     } inactive[] = {
-        {HS_OPT_BACKTRACE_DUMP_ON_EXIT, "backtrace_dump_on_exit"},
-        {HS_OPT_BACKTRACE_FULL, "backtrace_full"},
         {HS_OPT_RECORD_ALLOCS, "record_allocs"},
         {HS_OPT_RECORD_ALLOCS_ON_EXIT, "record_allocs_on_exit"},
         {HS_OPT_CHECK_UNREACHABLE_ON_SIGNAL, "check_unreachable_on_signal"},
@@ -144,6 +143,7 @@ static int configure(void)
     if (cfg->options & HS_OPT_VERBOSE)
         hs_log("%s: malloc debug enabled", hs_log_program_name());
     hs_md_requests_init();
+    hs_md_heap_dump_init();
     /* A child forked while other threads allocate must find every lock free. */
     pthread_atfork(hs_md_lock_everything, hs_md_unlock_everything, hs_md_unlock_everything);
     log_inactive_options(cfg->options);

@@ -36,7 +36,8 @@ HS_EXPORT void get_malloc_leak_info(uint8_t **info, size_t *overall_size, size_t
     *backtrace_size = 0;
 
     int mode = hs_md_mode_now();
-    if (mode < HS_MD_PASSTHROUGH) mode = hs_md_init();
+    if (mode < HS_MD_PASSTHROUGH)
+        mode = hs_md_init();
     if (mode != HS_MD_DEBUG || !(hs_md.cfg.options & HS_OPT_BACKTRACE)) {
         hs_log("get_malloc_leak_info: Allocations not being tracked, to enable set the option "
                "'backtrace'.");
@@ -53,7 +54,8 @@ HS_EXPORT void get_malloc_leak_info(uint8_t **info, size_t *overall_size, size_t
     size_t frames = hs_md.cfg.backtrace_frames;
     size_t entry_size = 2 * sizeof(size_t) + frames * sizeof(uintptr_t);
     uint8_t *buf = snap.count ? __libc_calloc(snap.count, entry_size) : NULL;
-    if (snap.count && !buf) hs_log("get_malloc_leak_info: Out of memory.");
+    if (snap.count && !buf)
+        hs_log("get_malloc_leak_info: Out of memory.");
     if (buf) {
         for (size_t i = 0; i < snap.count; i++) {
             const struct hs_md_snapshot_entry *e = &snap.entries[i];
