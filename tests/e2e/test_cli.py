@@ -71,6 +71,31 @@ class Cli(Case):
         self.assertEqual(r.returncode, 127)
         self.assertIn("cannot run '/nonexistent/prog'", r.stderr)
 
+    def test_installed_tree_works_and_can_move(self):
+        import shutil
+        import tempfile
+        from e2e import BUILD
+        with tempfile.TemporaryDirectory() as d:
+            prefix = os.path.join(d, "prefix")
+            r = subprocess.run([os.environ["HS_CMAKE"], "--install", BUILD, "--prefix", prefix],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for f in ("include/heapscope/malloc_debug.h", "share/doc/heapscope/malloc_debug.md"):
+                self.assertTrue(os.path.exists(os.path.join(prefix, f)), f)
+            pcs = [os.path.join(dp, f) for dp, _, fs in os.walk(prefix) for f in fs
+                   if f == "heapscope.pc"]
+            self.assertEqual(len(pcs), 1)
+            moved = os.path.join(d, "moved")
+            shutil.move(prefix, moved)
+            env = dict(os.environ)
+            env.pop("HEAPSCOPE_LIBDIR", None)
+            r = subprocess.run([os.path.join(moved, "bin", "heapscope"), "debug", "-o", "guard",
+                                BUGS, "rear_overflow_1"], env=env, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("HAS A CORRUPTED REAR GUARD", r.stderr)
+            lib_line = [l for l in r.stderr.splitlines() if "libmalloc_debug" in l]
+            self.assertEqual(lib_line, [], "shim frames are not shown")
+
     def test_library_not_found(self):
         import shutil
         import tempfile
