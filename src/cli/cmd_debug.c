@@ -43,12 +43,20 @@ static void usage(FILE *out)
             "  fill[=N] fill_on_alloc[=N] fill_on_free[=N] fill new memory with 0xeb and freed\n"
             "                                             memory with 0xef (default: all of it)\n"
             "  expand_alloc[=N]        add N bytes to every allocation (default 16)\n"
+            "  backtrace[=N]           record N frames (default 16) of each allocation\n"
+            "  free_track[=N]          keep N freed blocks (default 100) to catch use after free\n"
+            "                          and double free, with the stack that freed them\n"
+            "  leak_track              list the allocations still live at exit\n"
+            "  verify_pointers         report pointers malloc never returned\n"
+            "  backtrace_dump_on_exit  write a heap dump at exit (with backtrace);\n"
+            "                          kill -47 PID writes one at any time\n"
             "  abort_on_error          abort after the first error report\n"
-            "  verbose                 log that malloc debug is enabled\n"
+            "  verbose                 log that malloc debug is enabled and its signals\n"
             "\n"
             "Examples:\n"
             "  heapscope debug -- ./myprog arg\n"
-            "  heapscope debug -o \"rear_guard=64 abort_on_error\" -l /tmp/md.%%p.log -- ./myprog\n");
+            "  heapscope debug -o \"rear_guard=64 abort_on_error\" -l /tmp/md.%%p.log -- ./myprog\n"
+            "  heapscope debug -o \"backtrace free_track leak_track\" -- ./myprog\n");
 }
 
 /* Prints parser messages without the log prefix: here they are the CLI's own errors. */
