@@ -12,6 +12,7 @@
 #include "free_queue.h"
 #include "heap_dump.h"
 #include "leak_report.h"
+#include "record_allocs.h"
 
 __attribute__((destructor)) static void hs_md_at_exit(void)
 {
@@ -25,4 +26,6 @@ __attribute__((destructor)) static void hs_md_at_exit(void)
     if (options & HS_OPT_LOG_ALLOCATOR_STATS_ON_EXIT)
         hs_md_log_allocator_stats();
     hs_md_heap_dump_at_exit();
+    if (options & HS_OPT_RECORD_ALLOCS_ON_EXIT)
+        hs_md_record_write_at_exit();
 }

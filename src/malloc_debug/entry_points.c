@@ -8,6 +8,7 @@
 #include "debug_alloc.h"
 #include "debug_state.h"
 #include "libc_malloc.h"
+#include "record_allocs.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -42,10 +43,53 @@ static int passthrough_posix_memalign(void **memptr, size_t alignment, size_t si
     return 0;
 }
 
+#define RECORDING() __builtin_expect((hs_md.cfg.options & HS_OPT_RECORD_ALLOCS) != 0, 0)
+
+/* record_allocs: each exported call is recorded once, here (debug_alloc.c calls itself). */
+static __attribute__((noinline)) void *recorded_malloc(size_t size)
+{
+    hs_md_record_dump_if_requested();
+    uint64_t start = hs_md_record_now_ns();
+    void *p = hs_md_debug_malloc(size);
+    hs_md_record_malloc(p, size, start);
+    return p;
+}
+
+static __attribute__((noinline)) void recorded_free(void *ptr)
+{
+    hs_md_record_dump_if_requested();
+    if (!ptr)
+        return; /* free(NULL) is not recorded (as on Android) */
+    uint64_t start = hs_md_record_now_ns();
+    uint64_t slot = hs_md_record_reserve(); /* before the block can be reused */
+    hs_md_debug_free(ptr);
+    hs_md_record_free(slot, ptr, start);
+}
+
+static __attribute__((noinline)) void *recorded_realloc(void *ptr, size_t size)
+{
+    uint64_t start = hs_md_record_now_ns();
+    uint64_t slot = hs_md_record_reserve();
+    void *p = hs_md_debug_realloc(ptr, size);
+    hs_md_record_realloc(slot, p, ptr, size, start);
+    return p;
+}
+
+static __attribute__((noinline)) void *recorded_memalign(void *(*fn)(size_t, size_t),
+                                                         size_t alignment, size_t size)
+{
+    uint64_t start = hs_md_record_now_ns();
+    void *p = fn(alignment, size);
+    hs_md_record_memalign(p, alignment, size, start);
+    return p;
+}
+
 HS_EXPORT void *malloc(size_t size)
 {
     if (HS_PASSTHROUGH() || use_libc())
         return __libc_malloc(size);
+    if (RECORDING())
+        return recorded_malloc(size);
     return hs_md_debug_malloc(size);
 }
 
@@ -53,6 +97,8 @@ HS_EXPORT void free(void *ptr)
 {
     if (HS_PASSTHROUGH() || use_libc())
         __libc_free(ptr);
+    else if (RECORDING())
+        recorded_free(ptr);
     else
         hs_md_debug_free(ptr);
 }
@@ -61,6 +107,12 @@ HS_EXPORT void *calloc(size_t nmemb, size_t size)
 {
     if (HS_PASSTHROUGH() || use_libc())
         return __libc_calloc(nmemb, size);
+    if (RECORDING()) {
+        uint64_t start = hs_md_record_now_ns();
+        void *p = hs_md_debug_calloc(nmemb, size);
+        hs_md_record_calloc(p, nmemb, size, start);
+        return p;
+    }
     return hs_md_debug_calloc(nmemb, size);
 }
 
@@ -68,6 +120,8 @@ HS_EXPORT void *realloc(void *ptr, size_t size)
 {
     if (HS_PASSTHROUGH() || use_libc())
         return __libc_realloc(ptr, size);
+    if (RECORDING())
+        return recorded_realloc(ptr, size);
     return hs_md_debug_realloc(ptr, size);
 }
 
@@ -85,6 +139,8 @@ HS_EXPORT void *memalign(size_t alignment, size_t size)
 {
     if (HS_PASSTHROUGH() || use_libc())
         return __libc_memalign(alignment, size);
+    if (RECORDING())
+        return recorded_memalign(hs_md_debug_memalign, alignment, size);
     return hs_md_debug_memalign(alignment, size);
 }
 
@@ -92,6 +148,13 @@ HS_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
     if (HS_PASSTHROUGH() || use_libc())
         return passthrough_posix_memalign(memptr, alignment, size);
+    if (RECORDING()) {
+        uint64_t start = hs_md_record_now_ns();
+        int err = hs_md_debug_posix_memalign(memptr, alignment, size);
+        if (err != EINVAL) /* a bad alignment never reaches the allocator */
+            hs_md_record_memalign(err ? NULL : *memptr, alignment, size, start);
+        return err;
+    }
     return hs_md_debug_posix_memalign(memptr, alignment, size);
 }
 
@@ -99,6 +162,8 @@ HS_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
     if (HS_PASSTHROUGH() || use_libc())
         return __libc_memalign(alignment, size); /* glibc 2.36's aligned_alloc is memalign */
+    if (RECORDING() && alignment != 0 && (alignment & (alignment - 1)) == 0)
+        return recorded_memalign(hs_md_debug_aligned_alloc, alignment, size);
     return hs_md_debug_aligned_alloc(alignment, size);
 }
 
@@ -106,6 +171,8 @@ HS_EXPORT void *valloc(size_t size)
 {
     if (HS_PASSTHROUGH() || use_libc())
         return __libc_valloc(size);
+    if (RECORDING())
+        return recorded_memalign(hs_md_debug_memalign, (size_t)getpagesize(), size);
     return hs_md_debug_memalign((size_t)getpagesize(), size);
 }
 
@@ -113,6 +180,12 @@ HS_EXPORT void *pvalloc(size_t size)
 {
     if (HS_PASSTHROUGH() || use_libc())
         return __libc_pvalloc(size);
+    if (RECORDING()) {
+        size_t page = (size_t)getpagesize();
+        size_t rounded = (size + page - 1) & ~(page - 1);
+        if (rounded >= size) /* else the call fails with ENOMEM, unrecorded */
+            return recorded_memalign(hs_md_debug_memalign, page, rounded);
+    }
     return hs_md_debug_pvalloc(size);
 }
 

@@ -12,6 +12,7 @@
 #include "heap_dump.h"
 #include "requests.h"
 #include "libc_malloc.h"
+#include "record_allocs.h"
 
 #include "backtrace.h"
 #include "env.h"
@@ -50,8 +51,6 @@ static void log_inactive_options(uint32_t options)
         uint32_t bit;
         const char *name;
     } inactive[] = {
-        {HS_OPT_RECORD_ALLOCS, "record_allocs"},
-        {HS_OPT_RECORD_ALLOCS_ON_EXIT, "record_allocs_on_exit"},
         {HS_OPT_CHECK_UNREACHABLE_ON_SIGNAL, "check_unreachable_on_signal"},
     };
     for (size_t i = 0; i < sizeof(inactive) / sizeof(inactive[0]); i++) {
@@ -146,6 +145,13 @@ static int configure(void)
     hs_md_heap_dump_init();
     /* A child forked while other threads allocate must find every lock free. */
     pthread_atfork(hs_md_lock_everything, hs_md_unlock_everything, hs_md_unlock_everything);
+    if (cfg->options & HS_OPT_RECORD_ALLOCS) {
+        if (!hs_md_record_init(cfg))
+            return HS_MD_PASSTHROUGH;
+        /* Registered last so that its prepare handler runs first: frees holding a place in
+         * the table finish before the other locks are taken. */
+        pthread_atfork(hs_md_record_lock, hs_md_record_unlock, hs_md_record_unlock);
+    }
     log_inactive_options(cfg->options);
     return HS_MD_DEBUG;
 }

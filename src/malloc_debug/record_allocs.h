@@ -23,9 +23,11 @@
  * Nothing here calls malloc. The table is an mmap(MAP_NORESERVE) reservation made on first
  * use, so a large record_allocs=N costs address space, not memory, until records arrive.
  *
- * Threading: all functions are thread-safe. A record costs two atomic read-modify-writes on
- * one shared word plus a clock read (record_allocs.c explains the scheme); a record made
- * while the table is being written waits for the write to finish, so no record is lost.
+ * Threading: all functions are thread-safe. A record costs one atomic fetch_add on a shared
+ * word, six plain stores and a clock read (record_allocs.c explains the scheme); a record
+ * made while the table is being written waits for the write to finish, so no record is lost,
+ * and a write waits for every place already handed out to be filled in. Hence the shim must
+ * make every call of this module while holding none of its own locks.
  * Signals: only the installed handler is async-signal-safe. A record made by a signal handler
  * that interrupted a record on the same thread is dropped if the table is being written at
  * that moment (it cannot wait for a write that waits for the interrupted record).
@@ -77,10 +79,11 @@ void hs_md_record_memalign(const void *ptr, size_t alignment, size_t size, uint6
  *
  * Contract: every reserve must be followed on the same thread by exactly one of
  * hs_md_record_free, hs_md_record_realloc or hs_md_record_cancel with the returned slot, on
- * every path (error paths too: Android records a free of a bad pointer all the same). Between
- * the two the thread must not call hs_md_record_dump_if_requested, hs_md_record_write_at_exit
- * or fork: a write waits for reserved places to be filled in. Passing HS_MD_RECORD_NO_SLOT
- * (nothing was reserved: recording off, table full) is allowed and does nothing. */
+ * every path (error paths too: Android records a free of a bad pointer all the same), and
+ * without holding any shim lock at the reserve (a write waits for reserved places to be
+ * filled in). Writes requested in between on the same thread are deferred to its next call,
+ * and the thread must not fork in between (only a signal handler could). Passing
+ * HS_MD_RECORD_NO_SLOT (nothing was reserved: recording off, table full) does nothing. */
 #define HS_MD_RECORD_NO_SLOT UINT64_MAX
 uint64_t hs_md_record_reserve(void);
 void hs_md_record_free(uint64_t slot, const void *ptr, uint64_t start_ns);
@@ -97,10 +100,13 @@ void hs_md_record_dump_if_requested(void);
  * otherwise). Call it once at exit (atexit handler or library destructor). */
 void hs_md_record_write_at_exit(void);
 
-/* Fork handlers: hs_md_record_lock() in the prepare handler waits for records in progress to
- * finish and holds new ones back; hs_md_record_unlock() in both the parent and the child
- * handler releases them (in the child it also repairs the state left by threads that did
- * not survive the fork and refreshes the cached thread id). The child keeps the records. */
+/* Fork handlers: hs_md_record_lock() in the prepare handler waits for reserved places to be
+ * filled in and holds new records back; hs_md_record_unlock() in both the parent and the
+ * child handler releases them (in the child it also repairs the state left by threads that
+ * did not survive the fork and refreshes the cached thread id). The child keeps the records.
+ * The prepare handler must run before the shim takes its own locks (a free holding a place
+ * may need them to finish): register with pthread_atfork after the shim's other handlers,
+ * since prepare handlers run in reverse order of registration. */
 void hs_md_record_lock(void);
 void hs_md_record_unlock(void);
 
