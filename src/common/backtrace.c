@@ -131,6 +131,23 @@ static const struct hs_elf *file_elf(struct symbolizer *s)
     return slot->ok ? &slot->elf : NULL;
 }
 
+static hs_backtrace_name_fn g_name_fallback;
+
+void hs_backtrace_set_name_fallback(hs_backtrace_name_fn fn)
+{
+    __atomic_store_n(&g_name_fallback, fn, __ATOMIC_RELEASE);
+}
+
+/* Names the function at lookup from the file's symbol tables, else from the fallback. */
+static bool name_of(const struct hs_elf *elf, uintptr_t lookup, uintptr_t bias, char *name,
+                    size_t cap, uintptr_t *offset)
+{
+    if (elf && hs_elf_lookup(elf, lookup - bias, name, cap, offset))
+        return true;
+    hs_backtrace_name_fn fallback = __atomic_load_n(&g_name_fallback, __ATOMIC_ACQUIRE);
+    return fallback && fallback(lookup, name, cap, offset) && name[0];
+}
+
 static void log_frame(struct symbolizer *s, size_t index, uintptr_t pc)
 {
     /* Return addresses may point past the end of the calling function's code. */
@@ -162,7 +179,7 @@ static void log_frame(struct symbolizer *s, size_t index, uintptr_t pc)
     char name[512];
     uintptr_t offset;
     const char *suffix = m->deleted ? " (deleted)" : "";
-    if (elf && hs_elf_lookup(elf, lookup - bias, name, sizeof(name), &offset)) {
+    if (name_of(elf, lookup, bias, name, sizeof(name), &offset)) {
         hs_log("          #%02zu  pc %016lx  %s%s (%s+%lu)", index, (unsigned long)(pc - bias),
                m->path, suffix, name, (unsigned long)(offset + (pc - lookup)));
     } else {

@@ -30,6 +30,7 @@
 #ifndef HEAPSCOPE_COMMON_BACKTRACE_H
 #define HEAPSCOPE_COMMON_BACKTRACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,5 +59,13 @@ size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames, size_t skip);
  * Symbols of a deleted file are only read if the file at its path still has the mapping's
  * device and inode. With n == 0 it logs "  Backtrace failed to get any frames." instead. */
 void hs_backtrace_log(const uintptr_t *frames, size_t n);
+
+/* A second source of function names, asked when the ELF symbol tables of the mapped file do
+ * not name the frame (a stripped file whose symbols are in a separate debug file). Gets the
+ * absolute address looked up; returns true with the function name and the offset of addr in
+ * it. It may allocate, so install one only where that is allowed (the shim does it at exit,
+ * through an elfutils plug-in). NULL removes it. */
+typedef bool (*hs_backtrace_name_fn)(uintptr_t addr, char *name, size_t cap, uintptr_t *offset);
+void hs_backtrace_set_name_fallback(hs_backtrace_name_fn fn);
 
 #endif

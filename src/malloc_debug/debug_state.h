@@ -9,6 +9,7 @@
 #include "arena.h"
 #include "options.h"
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -27,6 +28,7 @@ struct hs_md_state {
     int backtrace_on;   /* allocation backtraces are captured now (SIGRTMAX-19 toggles) */
     size_t extra_bytes; /* bytes added to each request: link area + header + guards + expand */
     uintptr_t self_start, self_end; /* our own code, dropped from the top of backtraces */
+    char self_path[PATH_MAX];       /* this library's file, to find the elfutils plug-in */
 };
 
 extern struct hs_md_state hs_md;

@@ -83,6 +83,9 @@ static void find_self_range(void)
     struct hs_map self;
     if (!hs_maps_find(0, (uintptr_t)&find_self_range, &self))
         return;
+    size_t len = strnlen(self.path, sizeof(hs_md.self_path) - 1);
+    memcpy(hs_md.self_path, self.path, len);
+    hs_md.self_path[len] = '\0';
     struct self_range r = {self.path, 0, 0};
     hs_maps_foreach(0, widen_self_range, &r);
     hs_md.self_start = r.start;

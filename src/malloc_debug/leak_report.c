@@ -6,6 +6,7 @@
 #include "log.h"
 #include "pointer_table.h"
 #include "sort.h"
+#include "symbols_loader.h"
 
 struct leak {
     uintptr_t ptr;
@@ -53,6 +54,9 @@ void hs_md_leak_report(void)
     hs_md_ptr_foreach_locked(collect_one, &c);
     hs_md_ptr_unlock_all();
     hs_sort(c.leaks, c.count, sizeof(struct leak), by_size_desc, NULL);
+    /* Only now (the leaks are taken) may elfutils allocate: its blocks are not leaks. */
+    if (c.count > 0)
+        hs_md_symbols_load();
 
     const char *prog = hs_log_program_name();
     hs_log_begin();

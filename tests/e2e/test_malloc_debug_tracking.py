@@ -97,6 +97,16 @@ class Tracking(Case):
         i = self.assert_frames(log, i + 2, "make", "leaks")
         self.assertEqual(i, len(log))
 
+    def test_leaks_of_a_stripped_program_named_from_its_debug_file(self):
+        stripped = os.environ["HS_MD_TRACK_STRIPPED"]
+        r = run([stripped, "leaks"], "backtrace leak_track")
+        log = r.log
+        self.assertEqual(log[0], "+++ md_track_stripped leaked block of size 333 at %s "
+                         "(leak 1 of 2)" % r.values["big"])
+        frames, _ = frames_of(log, 2)
+        self.assertEqual(frames[0], ("make", os.path.realpath(stripped)), log[2])
+        self.assertEqual(frames[1][0], "leaks")
+
     def test_leaks_without_backtraces(self):
         r = run([TRACK, "leaks"], "leak_track")
         self.assertEqual(r.log, [
