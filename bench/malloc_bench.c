@@ -150,7 +150,8 @@ static NOINLINE void alloc_small_16_64(struct worker *w, struct slot *s, uint64_
 {
     size_t size = 16 + r % 49;
     unsigned char *p = malloc(size);
-    if (!p) FAIL(w, "malloc failed in alloc_small_16_64", size);
+    if (!p)
+        FAIL(w, "malloc failed in alloc_small_16_64", size);
     touch(p, size, (unsigned char)(r >> 40));
     account_alloc(w, s, SITE_SMALL_16_64, p, size);
 }
@@ -159,7 +160,8 @@ static NOINLINE void alloc_small_64_256(struct worker *w, struct slot *s, uint64
 {
     size_t size = 65 + r % 192;
     unsigned char *p = malloc(size);
-    if (!p) FAIL(w, "malloc failed in alloc_small_64_256", size);
+    if (!p)
+        FAIL(w, "malloc failed in alloc_small_64_256", size);
     touch(p, size, (unsigned char)(r >> 41));
     account_alloc(w, s, SITE_SMALL_64_256, p, size);
 }
@@ -169,12 +171,15 @@ static NOINLINE void calloc_site(struct worker *w, struct slot *s, uint64_t r)
     size_t nmemb = 1 + r % 16, elem = 8 + (r >> 8) % 25; /* 8 .. 512 bytes */
     size_t size = nmemb * elem;
     unsigned char *p = calloc(nmemb, elem);
-    if (!p) FAIL(w, "calloc failed in calloc_site", size);
+    if (!p)
+        FAIL(w, "calloc failed in calloc_site", size);
     /* calloc must zero, debug options or not. */
     size_t head = size < TOUCH_BYTES ? size : TOUCH_BYTES;
     for (size_t i = 0; i < head; i++)
-        if (p[i]) FAIL(w, "calloc returned non-zero memory", size);
-    if (p[size - 1] || p[size / 2]) FAIL(w, "calloc returned non-zero memory", size);
+        if (p[i])
+            FAIL(w, "calloc returned non-zero memory", size);
+    if (p[size - 1] || p[size / 2])
+        FAIL(w, "calloc returned non-zero memory", size);
     touch(p, size, (unsigned char)(r >> 42));
     account_alloc(w, s, SITE_CALLOC, p, size);
 }
@@ -183,7 +188,8 @@ static NOINLINE void alloc_medium_256_4k(struct worker *w, struct slot *s, uint6
 {
     size_t size = 257 + r % 3840;
     unsigned char *p = malloc(size);
-    if (!p) FAIL(w, "malloc failed in alloc_medium_256_4k", size);
+    if (!p)
+        FAIL(w, "malloc failed in alloc_medium_256_4k", size);
     touch(p, size, (unsigned char)(r >> 43));
     account_alloc(w, s, SITE_MEDIUM_256_4K, p, size);
 }
@@ -192,7 +198,8 @@ static NOINLINE void alloc_large_64k(struct worker *w, struct slot *s, uint64_t 
 {
     size_t size = 65536 + r % 131072; /* 64 KiB .. 192 KiB: straddles the mmap threshold */
     unsigned char *p = malloc(size);
-    if (!p) FAIL(w, "malloc failed in alloc_large_64k", size);
+    if (!p)
+        FAIL(w, "malloc failed in alloc_large_64k", size);
     touch(p, size, (unsigned char)(r >> 44));
     account_alloc(w, s, SITE_LARGE_64K, p, size);
 }
@@ -206,14 +213,16 @@ static NOINLINE void realloc_grow(struct worker *w, struct slot *s, uint64_t r)
     int had_block = s->p != NULL;
     if (had_block) {
         size = s->size + s->size / 2 + 16 + r % 64;
-        if (size > REALLOC_CAP) size = s->size > REALLOC_CAP ? s->size : REALLOC_CAP;
+        if (size > REALLOC_CAP)
+            size = s->size > REALLOC_CAP ? s->size : REALLOC_CAP;
         first = s->p[0];
         account_release(w, s);
     } else {
         size = 32 + r % 97;
     }
     unsigned char *p = realloc(s->p, size);
-    if (!p) FAIL(w, "realloc failed in realloc_grow", size);
+    if (!p)
+        FAIL(w, "realloc failed in realloc_grow", size);
     if (had_block && p[0] != first) {
         account_alloc(w, s, SITE_REALLOC_GROW, p, size); /* so the final frees free it */
         FAIL(w, "realloc lost the block's contents", size);
@@ -335,7 +344,8 @@ static int parse_u64(const char *s, uint64_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[0] == '-') return 0;
+    if (errno || end == s || *end || s[0] == '-')
+        return 0;
     *out = v;
     return 1;
 }
@@ -457,8 +467,10 @@ int main(int argc, char **argv)
      * since under Valgrind (one thread runs at a time) main may wake long after they ran. */
     double start = workers[0].start, end = workers[0].end;
     for (unsigned t = 1; t < nthreads; t++) {
-        if (workers[t].start < start) start = workers[t].start;
-        if (workers[t].end > end) end = workers[t].end;
+        if (workers[t].start < start)
+            start = workers[t].start;
+        if (workers[t].end > end)
+            end = workers[t].end;
     }
     double seconds = end - start;
 
@@ -481,6 +493,7 @@ int main(int argc, char **argv)
            " seconds=%.3f mops_per_s=%.3f checksum=%016" PRIx64 " maxrss_kib=%ld\n",
            nthreads, ops, total_ops, seconds, seconds > 0 ? (double)total_ops / seconds / 1e6 : 0.0,
            checksum, maxrss_kib);
-    if (ground_truth) print_ground_truth(workers, (unsigned)nthreads, seed, ops);
+    if (ground_truth)
+        print_ground_truth(workers, (unsigned)nthreads, seed, ops);
     return 0;
 }

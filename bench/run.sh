@@ -5,16 +5,17 @@
 #
 # Environment:
 #   BENCH_RUNS          runs per configuration and thread count; the median is reported (5)
-#   BENCH_OPS           malloc/free calls per thread (12000000: ~0.4 s per glibc run here)
+#   BENCH_OPS           malloc/free calls per thread (12000000: ~0.35-0.45 s per glibc run here)
 #   BENCH_THREADS       thread counts to measure ("1 2")
 #   BENCH_VALGRIND_DIV  Valgrind runs BENCH_OPS / this many calls, time scaled back up (20)
 #   BENCH_VALGRIND=0    skip Valgrind
 #
 # Runs are interleaved (round r of every configuration, then round r+1; each round starts
-# with a different configuration) so machine noise hits all configurations alike. Timings are never asserted: the verdict column is for
-# information. The exit status is non-zero only if a run failed: it crashed or exited
-# non-zero, printed a "malloc_debug:" report, Valgrind found an error, or its checksum
-# differed from glibc's (the allocator changed what the program computed).
+# with a different configuration) so machine noise hits all configurations alike. Timings
+# are never asserted: the verdict column is for information. The exit status is non-zero
+# only if a run failed: it crashed or exited non-zero, printed a "malloc_debug:" report,
+# Valgrind found an error, or its checksum differed from glibc's (the allocator changed
+# what the program computed).
 set -u
 
 build=${1:-build}
@@ -279,7 +280,10 @@ runs_list=$tmp/runs.md
 for t in $threads_list; do
     for cfg in $row_configs; do
         [ -s "$tmp/res.$cfg.$t" ] || continue
-        echo "- $(cfg_label "$cfg"), $t thread(s): $(awk '{ printf "%s%s", (NR > 1 ? " " : ""), $1 }' "$tmp/res.$cfg.$t") s" >>"$runs_list"
+        awk -v label="$(cfg_label "$cfg")" -v t="$t" '
+            { v = v (NR > 1 ? " " : "") $1; if (NR == 1 || $1 < lo) lo = $1; if (NR == 1 || $1 > hi) hi = $1 }
+            END { printf "- %s, %s thread(s): min %s, max %s; in run order: %s\n", label, t, lo, hi, v }' \
+            "$tmp/res.$cfg.$t" >>"$runs_list"
     done
 done
 

@@ -84,18 +84,21 @@ static __attribute__((noinline)) void *recorded_memalign(void *(*fn)(size_t, siz
     return p;
 }
 
-HS_EXPORT void *malloc(size_t size)
+/* The slow paths: first call, the shim's own calls, the debug paths and record_allocs. Kept
+ * out of line so that the exported functions need no stack frame on the pass-through path. */
+
+static __attribute__((noinline)) void *malloc_slow(size_t size)
 {
-    if (HS_PASSTHROUGH() || use_libc())
+    if (use_libc())
         return __libc_malloc(size);
     if (RECORDING())
         return recorded_malloc(size);
     return hs_md_debug_malloc(size);
 }
 
-HS_EXPORT void free(void *ptr)
+static __attribute__((noinline)) void free_slow(void *ptr)
 {
-    if (HS_PASSTHROUGH() || use_libc())
+    if (use_libc())
         __libc_free(ptr);
     else if (RECORDING())
         recorded_free(ptr);
@@ -103,9 +106,9 @@ HS_EXPORT void free(void *ptr)
         hs_md_debug_free(ptr);
 }
 
-HS_EXPORT void *calloc(size_t nmemb, size_t size)
+static __attribute__((noinline)) void *calloc_slow(size_t nmemb, size_t size)
 {
-    if (HS_PASSTHROUGH() || use_libc())
+    if (use_libc())
         return __libc_calloc(nmemb, size);
     if (RECORDING()) {
         uint64_t start = hs_md_record_now_ns();
@@ -116,13 +119,106 @@ HS_EXPORT void *calloc(size_t nmemb, size_t size)
     return hs_md_debug_calloc(nmemb, size);
 }
 
-HS_EXPORT void *realloc(void *ptr, size_t size)
+static __attribute__((noinline)) void *realloc_slow(void *ptr, size_t size)
 {
-    if (HS_PASSTHROUGH() || use_libc())
+    if (use_libc())
         return __libc_realloc(ptr, size);
     if (RECORDING())
         return recorded_realloc(ptr, size);
     return hs_md_debug_realloc(ptr, size);
+}
+
+static __attribute__((noinline)) void *memalign_slow(size_t alignment, size_t size)
+{
+    if (use_libc())
+        return __libc_memalign(alignment, size);
+    if (RECORDING())
+        return recorded_memalign(hs_md_debug_memalign, alignment, size);
+    return hs_md_debug_memalign(alignment, size);
+}
+
+static __attribute__((noinline)) int posix_memalign_slow(void **memptr, size_t alignment,
+                                                         size_t size)
+{
+    if (use_libc())
+        return passthrough_posix_memalign(memptr, alignment, size);
+    if (RECORDING()) {
+        uint64_t start = hs_md_record_now_ns();
+        int err = hs_md_debug_posix_memalign(memptr, alignment, size);
+        if (err != EINVAL) /* a bad alignment never reaches the allocator */
+            hs_md_record_memalign(err ? NULL : *memptr, alignment, size, start);
+        return err;
+    }
+    return hs_md_debug_posix_memalign(memptr, alignment, size);
+}
+
+static __attribute__((noinline)) void *aligned_alloc_slow(size_t alignment, size_t size)
+{
+    if (use_libc())
+        return __libc_memalign(alignment, size); /* glibc 2.36's aligned_alloc is memalign */
+    if (RECORDING() && alignment != 0 && (alignment & (alignment - 1)) == 0)
+        return recorded_memalign(hs_md_debug_aligned_alloc, alignment, size);
+    return hs_md_debug_aligned_alloc(alignment, size);
+}
+
+static __attribute__((noinline)) void *valloc_slow(size_t size)
+{
+    if (use_libc())
+        return __libc_valloc(size);
+    if (RECORDING())
+        return recorded_memalign(hs_md_debug_memalign, (size_t)getpagesize(), size);
+    return hs_md_debug_memalign((size_t)getpagesize(), size);
+}
+
+static __attribute__((noinline)) void *pvalloc_slow(size_t size)
+{
+    if (use_libc())
+        return __libc_pvalloc(size);
+    if (RECORDING()) {
+        size_t page = (size_t)getpagesize();
+        size_t rounded = (size + page - 1) & ~(page - 1);
+        if (rounded >= size) /* else the call fails with ENOMEM, unrecorded */
+            return recorded_memalign(hs_md_debug_memalign, page, rounded);
+    }
+    return hs_md_debug_pvalloc(size);
+}
+
+static __attribute__((noinline)) size_t malloc_usable_size_slow(void *ptr)
+{
+    if (use_libc())
+        return ptr ? hs_md_libc_usable_size(ptr) : 0;
+    return hs_md_debug_malloc_usable_size(ptr);
+}
+
+/* The exported functions: one load, one compare, one tail jump. */
+
+HS_EXPORT void *malloc(size_t size)
+{
+    if (HS_PASSTHROUGH())
+        return __libc_malloc(size);
+    return malloc_slow(size);
+}
+
+HS_EXPORT void free(void *ptr)
+{
+    if (HS_PASSTHROUGH())
+        __libc_free(ptr);
+    else
+        free_slow(ptr);
+}
+
+HS_EXPORT void *calloc(size_t nmemb, size_t size)
+{
+    if (HS_PASSTHROUGH())
+        return __libc_calloc(nmemb, size);
+    return calloc_slow(nmemb, size);
+}
+
+HS_EXPORT void *realloc(void *ptr, size_t size)
+{
+    if (HS_PASSTHROUGH())
+        return __libc_realloc(ptr, size);
+    return realloc_slow(ptr, size);
 }
 
 HS_EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size)
@@ -137,61 +233,42 @@ HS_EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size)
 
 HS_EXPORT void *memalign(size_t alignment, size_t size)
 {
-    if (HS_PASSTHROUGH() || use_libc())
+    if (HS_PASSTHROUGH())
         return __libc_memalign(alignment, size);
-    if (RECORDING())
-        return recorded_memalign(hs_md_debug_memalign, alignment, size);
-    return hs_md_debug_memalign(alignment, size);
+    return memalign_slow(alignment, size);
 }
 
 HS_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
-    if (HS_PASSTHROUGH() || use_libc())
+    if (HS_PASSTHROUGH())
         return passthrough_posix_memalign(memptr, alignment, size);
-    if (RECORDING()) {
-        uint64_t start = hs_md_record_now_ns();
-        int err = hs_md_debug_posix_memalign(memptr, alignment, size);
-        if (err != EINVAL) /* a bad alignment never reaches the allocator */
-            hs_md_record_memalign(err ? NULL : *memptr, alignment, size, start);
-        return err;
-    }
-    return hs_md_debug_posix_memalign(memptr, alignment, size);
+    return posix_memalign_slow(memptr, alignment, size);
 }
 
 HS_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
-    if (HS_PASSTHROUGH() || use_libc())
-        return __libc_memalign(alignment, size); /* glibc 2.36's aligned_alloc is memalign */
-    if (RECORDING() && alignment != 0 && (alignment & (alignment - 1)) == 0)
-        return recorded_memalign(hs_md_debug_aligned_alloc, alignment, size);
-    return hs_md_debug_aligned_alloc(alignment, size);
+    if (HS_PASSTHROUGH())
+        return __libc_memalign(alignment, size);
+    return aligned_alloc_slow(alignment, size);
 }
 
 HS_EXPORT void *valloc(size_t size)
 {
-    if (HS_PASSTHROUGH() || use_libc())
+    if (HS_PASSTHROUGH())
         return __libc_valloc(size);
-    if (RECORDING())
-        return recorded_memalign(hs_md_debug_memalign, (size_t)getpagesize(), size);
-    return hs_md_debug_memalign((size_t)getpagesize(), size);
+    return valloc_slow(size);
 }
 
 HS_EXPORT void *pvalloc(size_t size)
 {
-    if (HS_PASSTHROUGH() || use_libc())
+    if (HS_PASSTHROUGH())
         return __libc_pvalloc(size);
-    if (RECORDING()) {
-        size_t page = (size_t)getpagesize();
-        size_t rounded = (size + page - 1) & ~(page - 1);
-        if (rounded >= size) /* else the call fails with ENOMEM, unrecorded */
-            return recorded_memalign(hs_md_debug_memalign, page, rounded);
-    }
-    return hs_md_debug_pvalloc(size);
+    return pvalloc_slow(size);
 }
 
 HS_EXPORT size_t malloc_usable_size(void *ptr)
 {
-    if (HS_PASSTHROUGH() || use_libc())
+    if (HS_PASSTHROUGH())
         return ptr ? hs_md_libc_usable_size(ptr) : 0;
-    return hs_md_debug_malloc_usable_size(ptr);
+    return malloc_usable_size_slow(ptr);
 }
