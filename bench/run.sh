@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/run.sh BUILD_DIR: times bench/malloc_bench under plain glibc, under the malloc debug
-# shim (no options, guard, fill, guard fill) and under Valgrind memcheck, and prints a
+# shim (no options, guard, fill, guard fill, and the tracking options backtrace, leak_track,
+# verify_pointers, free_track), under Valgrind memcheck and under heaptrack, and prints a
 # markdown table (also written to BUILD_DIR/bench/results.md). See docs/benchmarks.md.
 #
 # Environment:
@@ -9,6 +10,8 @@
 #   BENCH_THREADS       thread counts to measure ("1 2")
 #   BENCH_VALGRIND_DIV  Valgrind runs BENCH_OPS / this many calls, time scaled back up (20)
 #   BENCH_VALGRIND=0    skip Valgrind
+#   BENCH_HEAPTRACK_DIV heaptrack runs BENCH_OPS / this many calls, time scaled back up (20)
+#   BENCH_HEAPTRACK=0   skip heaptrack
 #
 # Runs are interleaved (round r of every configuration, then round r+1; each round starts
 # with a different configuration) so machine noise hits all configurations alike. Timings
@@ -24,6 +27,8 @@ ops=${BENCH_OPS:-12000000}
 threads_list=${BENCH_THREADS:-1 2}
 vg_div=${BENCH_VALGRIND_DIV:-20}
 want_valgrind=${BENCH_VALGRIND:-1}
+ht_div=${BENCH_HEAPTRACK_DIV:-20}
+want_heaptrack=${BENCH_HEAPTRACK:-1}
 
 bench=$build/bench/malloc_bench
 if [ ! -x "$bench" ]; then
@@ -33,6 +38,7 @@ fi
 case $runs in '' | *[!0-9]* | 0) echo "bench/run.sh: BENCH_RUNS must be a positive number" >&2; exit 2 ;; esac
 case $ops in '' | *[!0-9]* | 0) echo "bench/run.sh: BENCH_OPS must be a positive number" >&2; exit 2 ;; esac
 case $vg_div in '' | *[!0-9]* | 0) echo "bench/run.sh: BENCH_VALGRIND_DIV must be a positive number" >&2; exit 2 ;; esac
+case $ht_div in '' | *[!0-9]* | 0) echo "bench/run.sh: BENCH_HEAPTRACK_DIV must be a positive number" >&2; exit 2 ;; esac
 
 shim=
 if [ -f "$build/lib/libmalloc_debug.so" ]; then
@@ -46,6 +52,10 @@ valgrind_bin=
 if [ "$want_valgrind" != 0 ]; then
     valgrind_bin=$(command -v valgrind 2>/dev/null || true)
 fi
+heaptrack_bin=
+if [ "$want_heaptrack" != 0 ]; then
+    heaptrack_bin=$(command -v heaptrack 2>/dev/null || true)
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/heapscope-bench.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
@@ -56,7 +66,7 @@ notes=
 # ---- configurations ---------------------------------------------------------------------
 configs=glibc
 if [ -n "$shim" ]; then
-    configs="$configs shim guard fill guardfill"
+    configs="$configs shim guard fill guardfill backtrace leaktrack verifyptr freetrack"
 else
     notes="$notes
 - shim configurations skipped: $build/lib/libmalloc_debug.so is not built."
@@ -69,7 +79,12 @@ cfg_label() {
     guard) echo "shim, guard" ;;
     fill) echo "shim, fill" ;;
     guardfill) echo "shim, guard fill" ;;
+    backtrace) echo "shim, backtrace" ;;
+    leaktrack) echo "shim, leak_track" ;;
+    verifyptr) echo "shim, verify_pointers" ;;
+    freetrack) echo "shim, free_track" ;;
     valgrind) echo "valgrind memcheck" ;;
+    heaptrack) echo "heaptrack" ;;
     esac
 }
 cfg_options() {
@@ -77,6 +92,11 @@ cfg_options() {
     guard) echo "guard" ;;
     fill) echo "fill" ;;
     guardfill) echo "guard fill" ;;
+    # The tracking options also log the shim's own memory at exit (own B/alloc column).
+    backtrace) echo "backtrace log_allocator_stats_on_exit" ;;
+    leaktrack) echo "leak_track log_allocator_stats_on_exit" ;;
+    verifyptr) echo "verify_pointers log_allocator_stats_on_exit" ;;
+    freetrack) echo "free_track log_allocator_stats_on_exit" ;;
     *) echo "" ;;
     esac
 }
@@ -84,6 +104,9 @@ cfg_target() {
     case $1 in
     shim) echo "<= 1.05" ;;
     guard | fill) echo "<= 2.0" ;;
+    backtrace) echo "<= 4.0" ;;
+    leaktrack | verifyptr) echo "<= 1.5" ;;
+    freetrack) echo "<= 3.0" ;;
     *) echo "-" ;;
     esac
 }
@@ -102,12 +125,14 @@ run_one() {
     set -- env -u LD_PRELOAD -u LIBC_DEBUG_MALLOC_OPTIONS -u LIBC_DEBUG_MALLOC_PROGRAM \
         -u HEAPSCOPE_LOG_FILE
     case $cfg in
-    glibc | valgrind) ;;
+    glibc | valgrind | heaptrack) ;;
     shim) set -- "$@" LD_PRELOAD="$shim" ;;
     *) set -- "$@" LD_PRELOAD="$shim" LIBC_DEBUG_MALLOC_OPTIONS="$(cfg_options "$cfg")" ;;
     esac
     if [ "$cfg" = valgrind ]; then
         set -- "$@" "$valgrind_bin" --tool=memcheck -q --error-exitcode=99
+    elif [ "$cfg" = heaptrack ]; then
+        set -- "$@" "$heaptrack_bin" -o "$base.heaptrack"
     fi
     set -- "$@" "$bench" --threads "$t" --ops "$n"
     if [ -n "$time_bin" ]; then
@@ -120,7 +145,9 @@ run_one() {
     bad=
     if [ "$rc" -ne 0 ]; then
         bad="exit status $rc"
-    elif grep -q 'malloc_debug:' "$base.err"; then
+    elif grep 'malloc_debug:' "$base.err" | grep -v -e 'leaked block of size' \
+        -e 'Backtrace at time of allocation:' -e 'malloc_debug:           #' \
+        -e 'malloc_debug: [^ ]*: glibc heap:' -e 'malloc_debug: [^ ]*: malloc debug:' | grep -q .; then
         bad="malloc debug reported a problem"
     elif [ -z "$(field seconds "$base.out")" ]; then
         bad="no result line"
@@ -135,7 +162,11 @@ run_one() {
         } >&2
         return
     fi
-    if [ -s "$base.err" ]; then
+    # Own memory per live allocation, from the log_allocator_stats_on_exit line.
+    own=$(sed -n 's/.*malloc debug: [0-9]* live allocations tracked (peak \([0-9]*\)), [0-9]* distinct backtraces, \([0-9]*\) bytes of own memory.*/\1 \2/p' "$base.err" |
+        awk '$1 > 0 { printf "%.0f", $2 / $1 }')
+    [ -n "$own" ] || own=-
+    if [ -s "$base.err" ] && [ "$own" = - ] && [ "$cfg" != heaptrack ]; then
         echo "bench/run.sh: note: $label, $t thread(s) wrote to stderr:" >&2
         sed 's/^/  /' "$base.err" | head -n 5 >&2
     fi
@@ -149,10 +180,10 @@ run_one() {
     fi
     case $rss in '' | *[!0-9]*) rss=$(field maxrss_kib "$base.out") ;; esac
     case $rss in '' | *[!0-9]*) rss=- ;; esac
-    echo "$secs $rss $total $tag" >>"$tmp/res.$cfg.$t"
+    echo "$secs $rss $total $tag $own" >>"$tmp/res.$cfg.$t"
 
     # Same workload, same result: the allocator must not change what the program computes.
-    if [ "$cfg" != valgrind ]; then
+    if [ "$cfg" != valgrind ] && [ "$cfg" != heaptrack ]; then
         if [ ! -f "$tmp/sum.$t" ]; then
             echo "$sum" >"$tmp/sum.$t"
         elif [ "$(cat "$tmp/sum.$t")" != "$sum" ]; then
@@ -225,42 +256,62 @@ else
 - valgrind skipped: valgrind is not installed (make deps-bench installs it)."
 fi
 
+ht_ops=$((ops / ht_div))
+[ "$ht_ops" -ge 1 ] || ht_ops=1
+if [ -n "$heaptrack_bin" ]; then
+    for t in $threads_list; do
+        run_one heaptrack "$t" "$ht_ops" 1
+    done
+    echo "bench/run.sh: heaptrack done ($(($(date +%s) - start_time)) s)" >&2
+elif [ "$want_heaptrack" = 0 ]; then
+    notes="$notes
+- heaptrack skipped (BENCH_HEAPTRACK=0)."
+else
+    notes="$notes
+- heaptrack skipped: heaptrack is not installed (make deps-bench installs it)."
+fi
+
 # ---- the table --------------------------------------------------------------------------
 table=$tmp/table.md
 {
-    echo "| config | threads | median seconds | Mops/s | ratio to glibc | peak RSS MiB | target | verdict |"
-    echo "|---|---:|---:|---:|---:|---:|---|---|"
+    echo "| config | threads | median seconds | Mops/s | ratio to glibc | peak RSS MiB | own B/alloc | target | verdict |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---|---|"
 } >"$table"
 
 row_configs=$configs
 [ -n "$valgrind_bin" ] && row_configs="$row_configs valgrind"
+[ -n "$heaptrack_bin" ] && row_configs="$row_configs heaptrack"
 for t in $threads_list; do
     base_secs=$(median 1 "$tmp/res.glibc.$t")
     for cfg in $row_configs; do
         res=$tmp/res.$cfg.$t
         label=$(cfg_label "$cfg")
         target=$(cfg_target "$cfg")
-        if [ "$cfg" = valgrind ]; then
-            label="$label (scaled from $vg_ops ops)"
-        fi
+        peer_ops=
+        case $cfg in
+        valgrind) peer_ops=$vg_ops ;;
+        heaptrack) peer_ops=$ht_ops ;;
+        esac
+        [ -n "$peer_ops" ] && label="$label (scaled from $peer_ops ops)"
         if [ ! -s "$res" ]; then
-            echo "| $label | $t | failed | - | - | - | $target | - |" >>"$table"
+            echo "| $label | $t | failed | - | - | - | - | $target | - |" >>"$table"
             continue
         fi
         secs=$(median 1 "$res")
         rss=$(median 2 "$res")
         total=$(median 3 "$res")
+        own=$(median 5 "$res")
         scale=1
-        if [ "$cfg" = valgrind ]; then
+        if [ -n "$peer_ops" ]; then
             # One run: its scaled time against glibc's median.
-            scale=$(awk -v a="$ops" -v b="$vg_ops" 'BEGIN { print a / b }')
+            scale=$(awk -v a="$ops" -v b="$peer_ops" 'BEGIN { print a / b }')
             ratio=$(awk -v s="$secs" -v k="$scale" -v b="$base_secs" \
                 'BEGIN { if (b ~ /^[0-9.]+$/ && b > 0) print s * k / b; else print "-" }')
         else
             ratio=$(paired_ratio "$res" "$tmp/res.glibc.$t")
         fi
         awk -v label="$label" -v t="$t" -v secs="$secs" -v scale="$scale" -v total="$total" \
-            -v r="$ratio" -v rss="$rss" -v target="$target" 'BEGIN {
+            -v r="$ratio" -v rss="$rss" -v own="$own" -v target="$target" 'BEGIN {
             s = secs * scale
             mops = total / secs / 1e6
             ratio = (r ~ /^[0-9.e+-]+$/) ? sprintf("%.2f", r) : "-"
@@ -270,7 +321,8 @@ for t in $threads_list; do
                 limit = target; sub(/^<= */, "", limit)
                 verdict = (r + 0 <= limit + 0) ? "within" : "over"
             }
-            printf "| %s | %s | %.3f | %.2f | %s | %s | %s | %s |\n", label, t, s, mops, ratio, rss_mib, target, verdict
+            own_b = (own ~ /^[0-9.]+$/) ? sprintf("%.0f", own) : "-"
+            printf "| %s | %s | %.3f | %.2f | %s | %s | %s | %s | %s |\n", label, t, s, mops, ratio, rss_mib, own_b, target, verdict
         }' >>"$table"
     done
 done
@@ -300,6 +352,8 @@ results=$build/bench/results.md
         "$(getconf GNU_LIBC_VERSION 2>/dev/null), Linux $(uname -r)"
     echo "- workload: malloc_bench --ops $ops (calls per thread), $runs runs per row, median, runs interleaved"
     echo "- valgrind: one run of --ops $vg_ops per thread count, its time multiplied by $ops/$vg_ops"
+    echo "- heaptrack: one run of --ops $ht_ops per thread count, its time multiplied by $ops/$ht_ops"
+    echo "- own B/alloc: the shim's own memory (tables, backtraces, queue; mmap'd bytes at exit) divided by the most live allocations it tracked"
     echo "- peak RSS: $([ -n "$time_bin" ] && echo "/usr/bin/time -f %M" || echo "getrusage in malloc_bench") (median over runs; valgrind's includes Valgrind itself)"
     echo "- ratio to glibc: median over the rounds of (this run's seconds / the same round's glibc run at the same thread count); valgrind: scaled seconds / glibc's median. Verdicts are informative only"
     echo

@@ -18,8 +18,9 @@ void hs_md_log_allocator_stats(void)
            "%zu bytes from the system (main arena)",
            prog, mi.uordblks + mi.hblkhd, mi.fordblks, mi.hblkhd, mi.hblks, mi.arena);
     if (hs_md.track)
-        hs_log("%s: malloc debug: %zu live allocations tracked, %zu distinct backtraces, "
-               "%zu bytes of own memory",
-               prog, hs_md_ptr_count(), hs_md_bt_count(), hs_arena_mapped_bytes(&hs_md_arena));
+        hs_log("%s: malloc debug: %zu live allocations tracked (peak %zu), %zu distinct "
+               "backtraces, %zu bytes of own memory",
+               prog, hs_md_ptr_count(), hs_md_ptr_peak(), hs_md_bt_count(),
+               hs_arena_mapped_bytes(&hs_md_arena));
     hs_log_end();
 }

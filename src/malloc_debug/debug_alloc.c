@@ -178,20 +178,21 @@ static bool verify_pointer(void *ptr, const char *function, bool take, struct hs
 /* Frees a verified pointer (already out of the pointer table; info is its entry). */
 HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info)
 {
+    const uint32_t options = hs_md.cfg.options;
     void *orig = ptr;
-    size_t usable;
+    size_t usable = 0;
     if (hs_md.header) {
         struct hs_md_header *h = hs_md_header_of(ptr);
         h->tag = HS_MD_TAG_FREED;
         orig = h->orig_pointer;
         usable = h->usable_size;
-    } else {
+    } else if (options & (HS_OPT_FILL_ON_FREE | HS_OPT_FREE_TRACK)) {
         usable = hs_md_libc_usable_size(ptr);
     }
-    if (hs_md.cfg.options & HS_OPT_FILL_ON_FREE)
+    if (options & HS_OPT_FILL_ON_FREE)
         memset(ptr, hs_md.cfg.fill_free_value, min_size(usable, hs_md.cfg.fill_on_free_bytes));
     hs_md_bt_release(info->bt);
-    if (hs_md.cfg.options & HS_OPT_FREE_TRACK)
+    if (options & HS_OPT_FREE_TRACK)
         hs_md_free_queue_push(ptr, orig, usable, capture_free_backtrace());
     else
         __libc_free(orig);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #define SHARDS 64
-#define MIN_CAPACITY 256
+#define MIN_CAPACITY 64
 
 struct entry {
     uintptr_t key; /* ~pointer; 0 = empty */
@@ -27,6 +27,7 @@ struct shard {
     struct entry *slots; /* guarded by lock */
     size_t capacity;     /* power of two, or 0 */
     size_t count;
+    size_t peak;         /* highest count so far */
 } __attribute__((aligned(64)));
 
 static struct shard g_shards[SHARDS];
@@ -115,18 +116,19 @@ bool hs_md_ptr_add(const void *ptr, const struct hs_md_ptr_info *info)
         hs_spin_unlock(&s->lock);
         return false;
     }
-    size_t i = lookup(s, key, h);
-    if (i != SIZE_MAX) {
-        /* Should not happen (glibc handed out a live pointer twice); keep the newer. */
-        struct hs_md_bt *old = s->slots[i].bt;
-        s->slots[i].size = info->size;
-        s->slots[i].bt = info->bt;
-        hs_spin_unlock(&s->lock);
-        hs_md_bt_release(old);
-        return true;
-    }
-    put(s, key, info->size, info->bt);
+    /* One probe run finds either the key (glibc handed out a live pointer twice, which
+     * cannot happen unless the heap is corrupt: keep the newer entry) or a free slot. */
+    size_t i = home_slot(s, h);
+    while (s->slots[i].key != 0 && s->slots[i].key != key)
+        i = (i + 1) & (s->capacity - 1);
+    struct hs_md_bt *old = s->slots[i].key ? s->slots[i].bt : NULL;
+    if (!s->slots[i].key)
+        s->count++;
+    s->slots[i] = (struct entry){key, info->size, info->bt};
+    if (s->count > s->peak)
+        s->peak = s->count;
     hs_spin_unlock(&s->lock);
+    hs_md_bt_release(old);
     return true;
 }
 
@@ -180,6 +182,14 @@ size_t hs_md_ptr_count(void)
     size_t n = 0;
     for (int i = 0; i < SHARDS; i++)
         n += __atomic_load_n(&g_shards[i].count, __ATOMIC_RELAXED);
+    return n;
+}
+
+size_t hs_md_ptr_peak(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < SHARDS; i++)
+        n += __atomic_load_n(&g_shards[i].peak, __ATOMIC_RELAXED);
     return n;
 }
 

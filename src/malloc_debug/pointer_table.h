@@ -39,6 +39,9 @@ bool hs_md_ptr_find_ref(const void *ptr, struct hs_md_ptr_info *out);
 /* Number of live entries. */
 size_t hs_md_ptr_count(void);
 
+/* The most entries the table has held (the sum of each shard's peak: an upper bound). */
+size_t hs_md_ptr_peak(void);
+
 /* Locks / unlocks every shard (fork, malloc_disable, heap dumps). */
 void hs_md_ptr_lock_all(void);
 void hs_md_ptr_unlock_all(void);
