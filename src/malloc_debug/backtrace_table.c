@@ -1,8 +1,10 @@
 /* backtrace_table.c: deduplicated allocation backtraces (see backtrace_table.h).
  *
- * A chained hash table under one spinlock. The hash is computed before taking the lock, so
- * the critical section is a bucket walk and a refcount update. Buckets grow by doubling
- * when the table gets fuller than 1 record per bucket.
+ * A chained hash table under one spinlock, with atomic reference counts so that dropping a
+ * reference (every free) takes no lock: a count that reaches 0 never rises again, lookups
+ * skip such a dead record, and the thread that dropped the last reference unlinks it under
+ * the lock and frees it.
+ * Buckets grow by doubling when the table gets fuller than 1 record per bucket.
  */
 #include "backtrace_table.h"
 
@@ -57,6 +59,23 @@ static void grow(void)
     g_bt.num_buckets = n;
 }
 
+static bool same_frames(const struct hs_md_bt *r, uint64_t h, const uintptr_t *frames, size_t n)
+{
+    return r->hash == h && r->num_frames == n &&
+           memcmp(r->frames, frames, n * sizeof(uintptr_t)) == 0;
+}
+
+/* Takes a reference unless the record is already dead (count 0). */
+static bool ref_if_alive(struct hs_md_bt *r)
+{
+    size_t refs = __atomic_load_n(&r->refs, __ATOMIC_RELAXED);
+    while (refs != 0)
+        if (__atomic_compare_exchange_n(&r->refs, &refs, refs + 1, true, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return true;
+    return false;
+}
+
 struct hs_md_bt *hs_md_bt_acquire(const uintptr_t *frames, size_t num_frames)
 {
     if (num_frames == 0)
@@ -71,9 +90,7 @@ struct hs_md_bt *hs_md_bt_acquire(const uintptr_t *frames, size_t num_frames)
     }
     struct hs_md_bt **head = &g_bt.buckets[h & (g_bt.num_buckets - 1)];
     for (struct hs_md_bt *r = *head; r; r = r->next) {
-        if (r->hash == h && r->num_frames == num_frames &&
-            memcmp(r->frames, frames, num_frames * sizeof(uintptr_t)) == 0) {
-            r->refs++;
+        if (same_frames(r, h, frames, num_frames) && ref_if_alive(r)) {
             hs_spin_unlock(&g_bt.lock);
             return r;
         }
@@ -94,22 +111,16 @@ struct hs_md_bt *hs_md_bt_acquire(const uintptr_t *frames, size_t num_frames)
 
 void hs_md_bt_ref(struct hs_md_bt *bt)
 {
-    if (!bt)
-        return;
-    hs_spin_lock(&g_bt.lock);
-    bt->refs++;
-    hs_spin_unlock(&g_bt.lock);
+    if (bt)
+        __atomic_add_fetch(&bt->refs, 1, __ATOMIC_RELAXED);
 }
 
 void hs_md_bt_release(struct hs_md_bt *bt)
 {
-    if (!bt)
+    if (!bt || __atomic_sub_fetch(&bt->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
+    /* Dead for good: no lookup revives a record at 0. Unlink it and free it. */
     hs_spin_lock(&g_bt.lock);
-    if (--bt->refs > 0) {
-        hs_spin_unlock(&g_bt.lock);
-        return;
-    }
     struct hs_md_bt **p = &g_bt.buckets[bt->hash & (g_bt.num_buckets - 1)];
     while (*p != bt)
         p = &(*p)->next;

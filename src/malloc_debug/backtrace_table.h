@@ -2,7 +2,8 @@
  *
  * Many allocations share a call stack, so each distinct stack is stored once and every
  * tracked allocation holds a counted reference to it. Records live in the shim's private
- * arena. Thread-safe (one lock; lookups hash the frames outside it).
+ * arena. Thread-safe: reference counts are atomic (dropping one takes no lock), the hash
+ * chains are under one lock.
  */
 #ifndef HEAPSCOPE_MALLOC_DEBUG_BACKTRACE_TABLE_H
 #define HEAPSCOPE_MALLOC_DEBUG_BACKTRACE_TABLE_H
@@ -13,7 +14,7 @@
 struct hs_md_bt {
     struct hs_md_bt *next; /* hash chain */
     uint64_t hash;
-    size_t refs;       /* guarded by the table lock */
+    size_t refs;       /* atomic; 0 = dead, never revived */
     uint32_t num_frames;
     uintptr_t frames[]; /* absolute pcs, innermost first */
 };

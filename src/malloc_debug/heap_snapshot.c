@@ -77,8 +77,7 @@ static void copy_entry(uintptr_t ptr, const struct hs_md_ptr_info *info, void *a
         return;
     if (s->count == s->capacity)
         return; /* cannot happen: capacity >= count checked */
-    if (info->bt)
-        info->bt->refs++; /* guarded by the backtrace-table lock we hold */
+    hs_md_bt_ref(info->bt); /* alive: the table entry holds a reference */
     s->entries[s->count++] = (struct hs_md_snapshot_entry){ptr, info->size, 1, info->bt};
     s->allocations++;
     s->total_memory += info->size;
@@ -111,9 +110,7 @@ bool hs_md_snapshot_take(struct hs_md_snapshot *s, unsigned flags)
         s->entries = entries;
         s->capacity = capacity;
         struct copy_state c = {s, flags};
-        hs_md_bt_lock();
         hs_md_ptr_foreach_locked(copy_entry, &c);
-        hs_md_bt_unlock();
         hs_md_ptr_unlock_all();
         break;
     }
