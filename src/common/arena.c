@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define CHUNK_BYTES (1u << 20)
+#define CHUNK_BYTES (256u << 10)
 
 /* Class sizes: 16, 32, 48, 64, then four steps per power of two up to 64 KiB. */
 static const uint32_t class_size[HS_ARENA_CLASSES] = {

@@ -3,7 +3,7 @@
  * The tools must never allocate through the allocator they watch (the shim would recurse
  * into itself, the leak detector would see its own memory), so their tables live here:
  * size classes from 16 bytes to 64 KiB, each with a free list and a bump region carved from
- * 1 MiB mmap chunks; larger blocks are mapped one by one. Frees are sized (the caller says how
+ * 256 KiB mmap chunks; larger blocks are mapped one by one. Frees are sized (the caller says how
  * big the block is), so blocks carry no header.
  *
  * Threading: each size class has its own spinlock. Fork: call hs_arena_lock_all() in a

@@ -1,10 +1,11 @@
 /* backtrace_table.c: deduplicated allocation backtraces (see backtrace_table.h).
  *
- * A chained hash table under one spinlock, with atomic reference counts so that dropping a
- * reference (every free) takes no lock: a count that reaches 0 never rises again, lookups
- * skip such a dead record, and the thread that dropped the last reference unlinks it under
- * the lock and frees it.
- * Buckets grow by doubling when the table gets fuller than 1 record per bucket.
+ * 16 chained hash tables ("stripes", chosen by the stack's hash), each under its own
+ * spinlock so threads allocating from different places rarely meet. Reference counts are
+ * atomic so that dropping a reference (every free) takes no lock: a count that reaches 0
+ * never rises again, lookups skip such a dead record, and the thread that dropped the last
+ * reference unlinks it under its stripe's lock and frees it.
+ * A stripe's buckets grow by doubling when it holds more than 1 record per bucket.
  */
 #include "backtrace_table.h"
 
@@ -14,12 +15,21 @@
 
 #include <string.h>
 
-static struct {
+#define STRIPES 16
+
+struct stripe {
     hs_spinlock lock;
-    struct hs_md_bt **buckets;
-    size_t num_buckets; /* power of two */
+    struct hs_md_bt **buckets; /* guarded by lock */
+    size_t num_buckets;        /* power of two, or 0 */
     size_t count;
-} g_bt = {HS_SPINLOCK_INIT, NULL, 0, 0};
+} __attribute__((aligned(64)));
+
+static struct stripe g_stripes[STRIPES];
+
+static struct stripe *stripe_of(uint64_t h)
+{
+    return &g_stripes[h >> 60]; /* top 4 bits: STRIPES == 16; buckets use the low bits */
+}
 
 static uint64_t hash_frames(const uintptr_t *frames, size_t n)
 {
@@ -37,15 +47,16 @@ static size_t record_bytes(size_t num_frames)
     return sizeof(struct hs_md_bt) + num_frames * sizeof(uintptr_t);
 }
 
-/* Doubles the bucket array; called with the lock held. Keeps the old one on failure. */
-static void grow(void)
+/* Doubles the bucket array; called with the stripe's lock held. Keeps the old one on
+ * failure. */
+static void grow(struct stripe *g)
 {
-    size_t n = g_bt.num_buckets ? g_bt.num_buckets * 2 : 1024;
+    size_t n = g->num_buckets ? g->num_buckets * 2 : 64;
     struct hs_md_bt **b = hs_arena_calloc(&hs_md_arena, n * sizeof(*b));
     if (!b)
         return;
-    for (size_t i = 0; i < g_bt.num_buckets; i++) {
-        struct hs_md_bt *r = g_bt.buckets[i];
+    for (size_t i = 0; i < g->num_buckets; i++) {
+        struct hs_md_bt *r = g->buckets[i];
         while (r) {
             struct hs_md_bt *next = r->next;
             size_t j = r->hash & (n - 1);
@@ -54,9 +65,9 @@ static void grow(void)
             r = next;
         }
     }
-    hs_arena_free(&hs_md_arena, g_bt.buckets, g_bt.num_buckets * sizeof(*b));
-    g_bt.buckets = b;
-    g_bt.num_buckets = n;
+    hs_arena_free(&hs_md_arena, g->buckets, g->num_buckets * sizeof(*b));
+    g->buckets = b;
+    g->num_buckets = n;
 }
 
 static bool same_frames(const struct hs_md_bt *r, uint64_t h, const uintptr_t *frames, size_t n)
@@ -81,17 +92,18 @@ struct hs_md_bt *hs_md_bt_acquire(const uintptr_t *frames, size_t num_frames)
     if (num_frames == 0)
         return NULL;
     uint64_t h = hash_frames(frames, num_frames);
-    hs_spin_lock(&g_bt.lock);
-    if (g_bt.count >= g_bt.num_buckets)
-        grow();
-    if (!g_bt.buckets) {
-        hs_spin_unlock(&g_bt.lock);
+    struct stripe *g = stripe_of(h);
+    hs_spin_lock(&g->lock);
+    if (g->count >= g->num_buckets)
+        grow(g);
+    if (!g->buckets) {
+        hs_spin_unlock(&g->lock);
         return NULL;
     }
-    struct hs_md_bt **head = &g_bt.buckets[h & (g_bt.num_buckets - 1)];
+    struct hs_md_bt **head = &g->buckets[h & (g->num_buckets - 1)];
     for (struct hs_md_bt *r = *head; r; r = r->next) {
         if (same_frames(r, h, frames, num_frames) && ref_if_alive(r)) {
-            hs_spin_unlock(&g_bt.lock);
+            hs_spin_unlock(&g->lock);
             return r;
         }
     }
@@ -103,9 +115,9 @@ struct hs_md_bt *hs_md_bt_acquire(const uintptr_t *frames, size_t num_frames)
         memcpy(r->frames, frames, num_frames * sizeof(uintptr_t));
         r->next = *head;
         *head = r;
-        g_bt.count++;
+        g->count++;
     }
-    hs_spin_unlock(&g_bt.lock);
+    hs_spin_unlock(&g->lock);
     return r;
 }
 
@@ -120,27 +132,33 @@ void hs_md_bt_release(struct hs_md_bt *bt)
     if (!bt || __atomic_sub_fetch(&bt->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
     /* Dead for good: no lookup revives a record at 0. Unlink it and free it. */
-    hs_spin_lock(&g_bt.lock);
-    struct hs_md_bt **p = &g_bt.buckets[bt->hash & (g_bt.num_buckets - 1)];
+    struct stripe *g = stripe_of(bt->hash);
+    hs_spin_lock(&g->lock);
+    struct hs_md_bt **p = &g->buckets[bt->hash & (g->num_buckets - 1)];
     while (*p != bt)
         p = &(*p)->next;
     *p = bt->next;
-    g_bt.count--;
-    hs_spin_unlock(&g_bt.lock);
+    g->count--;
+    hs_spin_unlock(&g->lock);
     hs_arena_free(&hs_md_arena, bt, record_bytes(bt->num_frames));
 }
 
 size_t hs_md_bt_count(void)
 {
-    return __atomic_load_n(&g_bt.count, __ATOMIC_RELAXED);
+    size_t n = 0;
+    for (int i = 0; i < STRIPES; i++)
+        n += __atomic_load_n(&g_stripes[i].count, __ATOMIC_RELAXED);
+    return n;
 }
 
 void hs_md_bt_lock(void)
 {
-    hs_spin_lock(&g_bt.lock);
+    for (int i = 0; i < STRIPES; i++)
+        hs_spin_lock(&g_stripes[i].lock);
 }
 
 void hs_md_bt_unlock(void)
 {
-    hs_spin_unlock(&g_bt.lock);
+    for (int i = STRIPES - 1; i >= 0; i--)
+        hs_spin_unlock(&g_stripes[i].lock);
 }

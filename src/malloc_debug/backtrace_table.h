@@ -3,7 +3,7 @@
  * Many allocations share a call stack, so each distinct stack is stored once and every
  * tracked allocation holds a counted reference to it. Records live in the shim's private
  * arena. Thread-safe: reference counts are atomic (dropping one takes no lock), the hash
- * chains are under one lock.
+ * chains are split into stripes, each under its own lock.
  */
 #ifndef HEAPSCOPE_MALLOC_DEBUG_BACKTRACE_TABLE_H
 #define HEAPSCOPE_MALLOC_DEBUG_BACKTRACE_TABLE_H
@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 struct hs_md_bt {
-    struct hs_md_bt *next; /* hash chain */
+    struct hs_md_bt *next; /* hash chain, guarded by the stripe's lock */
     uint64_t hash;
     size_t refs;       /* atomic; 0 = dead, never revived */
     uint32_t num_frames;

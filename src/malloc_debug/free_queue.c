@@ -1,4 +1,10 @@
-/* free_queue.c: free_track's ring of freed blocks (see free_queue.h). */
+/* free_queue.c: free_track's rings of freed blocks (see free_queue.h).
+ *
+ * Up to 8 rings, each with its own lock, chosen by the block's address, so threads freeing
+ * at the same time rarely meet; a block is always found in the ring its address picks. A
+ * small free_track (under 32 blocks) keeps one ring and so an exact first-in, first-out
+ * order; a larger one splits its N blocks evenly, and the order is first-in, first-out per
+ * ring. */
 #include "free_queue.h"
 
 #include "backtrace.h"
@@ -20,19 +26,39 @@ struct freed {
     struct hs_md_bt *bt;
 };
 
-static struct {
+#define MAX_RINGS 8
+#define MIN_PER_RING 16
+
+struct ring {
     hs_spinlock lock;
-    struct freed *ring; /* capacity slots; guarded by lock */
+    struct freed *slots; /* capacity slots; guarded by lock */
     size_t capacity;
     size_t head; /* oldest */
     size_t count;
-} g_queue = {HS_SPINLOCK_INIT, NULL, 0, 0, 0};
+} __attribute__((aligned(64)));
+
+static struct ring g_rings[MAX_RINGS];
+static size_t g_num_rings;
 
 bool hs_md_free_queue_init(size_t capacity)
 {
-    g_queue.ring = hs_arena_calloc(&hs_md_arena, capacity * sizeof(struct freed));
-    g_queue.capacity = g_queue.ring ? capacity : 0;
-    return g_queue.ring != NULL;
+    size_t n = capacity / MIN_PER_RING;
+    n = n < 1 ? 1 : n > MAX_RINGS ? MAX_RINGS : n;
+    for (size_t i = 0; i < n; i++) {
+        size_t c = capacity / n + (i < capacity % n);
+        g_rings[i].slots = hs_arena_calloc(&hs_md_arena, c * sizeof(struct freed));
+        if (!g_rings[i].slots)
+            return false;
+        g_rings[i].capacity = c;
+    }
+    g_num_rings = n;
+    return true;
+}
+
+static struct ring *ring_of(const void *ptr)
+{
+    uint64_t h = (uint64_t)(uintptr_t)ptr * 0x9e3779b97f4a7c15ull;
+    return &g_rings[g_num_rings > 1 ? (h >> 32) % g_num_rings : 0];
 }
 
 static size_t checked_bytes(const struct freed *f)
@@ -76,23 +102,23 @@ void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt
 {
     struct freed evicted = {0};
     bool evict = false;
-    hs_spin_lock(&g_queue.lock);
-    if (g_queue.capacity == 0) {
-        hs_spin_unlock(&g_queue.lock);
+    struct ring *q = ring_of(ptr);
+    hs_spin_lock(&q->lock);
+    if (q->capacity == 0) {
+        hs_spin_unlock(&q->lock);
         __libc_free(orig);
         hs_md_bt_release(free_bt);
         return;
     }
-    if (g_queue.count == g_queue.capacity) {
-        evicted = g_queue.ring[g_queue.head];
-        g_queue.head = (g_queue.head + 1) % g_queue.capacity;
-        g_queue.count--;
+    if (q->count == q->capacity) {
+        evicted = q->slots[q->head];
+        q->head = (q->head + 1) % q->capacity;
+        q->count--;
         evict = true;
     }
-    g_queue.ring[(g_queue.head + g_queue.count) % g_queue.capacity] =
-        (struct freed){ptr, orig, usable, free_bt};
-    g_queue.count++;
-    hs_spin_unlock(&g_queue.lock);
+    q->slots[(q->head + q->count) % q->capacity] = (struct freed){ptr, orig, usable, free_bt};
+    q->count++;
+    hs_spin_unlock(&q->lock);
 
     if (evict) {
         verify(&evicted);
@@ -104,33 +130,39 @@ void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt
 bool hs_md_free_queue_find(const void *ptr, struct hs_md_bt **free_bt)
 {
     bool found = false;
-    hs_spin_lock(&g_queue.lock);
-    for (size_t i = 0; i < g_queue.count && !found; i++) {
-        const struct freed *f = &g_queue.ring[(g_queue.head + i) % g_queue.capacity];
+    struct ring *q = ring_of(ptr);
+    hs_spin_lock(&q->lock);
+    for (size_t i = 0; i < q->count && !found; i++) {
+        const struct freed *f = &q->slots[(q->head + i) % q->capacity];
         if (f->ptr == ptr) {
             found = true;
             *free_bt = f->bt;
             hs_md_bt_ref(f->bt);
         }
     }
-    hs_spin_unlock(&g_queue.lock);
+    hs_spin_unlock(&q->lock);
     return found;
 }
 
 void hs_md_free_queue_verify_all(void)
 {
-    hs_spin_lock(&g_queue.lock);
-    for (size_t i = 0; i < g_queue.count; i++)
-        verify(&g_queue.ring[(g_queue.head + i) % g_queue.capacity]);
-    hs_spin_unlock(&g_queue.lock);
+    for (size_t r = 0; r < g_num_rings; r++) {
+        struct ring *q = &g_rings[r];
+        hs_spin_lock(&q->lock);
+        for (size_t i = 0; i < q->count; i++)
+            verify(&q->slots[(q->head + i) % q->capacity]);
+        hs_spin_unlock(&q->lock);
+    }
 }
 
 void hs_md_free_queue_lock(void)
 {
-    hs_spin_lock(&g_queue.lock);
+    for (int r = 0; r < MAX_RINGS; r++)
+        hs_spin_lock(&g_rings[r].lock);
 }
 
 void hs_md_free_queue_unlock(void)
 {
-    hs_spin_unlock(&g_queue.lock);
+    for (int r = MAX_RINGS - 1; r >= 0; r--)
+        hs_spin_unlock(&g_rings[r].lock);
 }
