@@ -4,6 +4,7 @@
 #define UNW_LOCAL_ONLY
 #include "backtrace.h"
 
+#include "elf_cache.h"
 #include "elf_symbols.h"
 #include "log.h"
 #include "proc_maps.h"
@@ -74,62 +75,12 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
     return n;
 }
 
-/* ELF files opened while printing one backtrace, keyed by device and inode. */
-#define ELF_SLOTS 4
-
-struct elf_slot {
-    bool used;
-    bool ok; /* elf is open and trusted */
-    dev_t dev;
-    uint64_t inode;
-    unsigned last_use;
-    struct hs_elf elf;
-};
-
+/* State while printing one backtrace. */
 struct symbolizer {
     struct hs_map map; /* mapping of the previous frame */
     bool have_map;
-    unsigned tick;
-    struct elf_slot slots[ELF_SLOTS];
+    struct hs_elf_cache files;
 };
-
-/* Returns the opened ELF file of the (file) mapping in s->map, or NULL. */
-static const struct hs_elf *file_elf(struct symbolizer *s)
-{
-    const struct hs_map *m = &s->map;
-    struct elf_slot *slot = NULL;
-    for (int i = 0; i < ELF_SLOTS; i++) {
-        struct elf_slot *c = &s->slots[i];
-        if (c->used && c->dev == m->dev && c->inode == m->inode) {
-            slot = c;
-            break;
-        }
-    }
-    if (!slot) {
-        slot = &s->slots[0];
-        for (int i = 0; i < ELF_SLOTS; i++) {
-            struct elf_slot *c = &s->slots[i];
-            if (!c->used) {
-                slot = c;
-                break;
-            }
-            if (c->last_use < slot->last_use) slot = c;
-        }
-        if (slot->used) hs_elf_close(&slot->elf);
-        slot->used = true;
-        slot->dev = m->dev;
-        slot->inode = m->inode;
-        slot->ok = hs_elf_open(&slot->elf, m->path);
-        /* A deleted file's path may now name another file. Elsewhere the identity is not
-         * checked: on overlayfs the maps show the underlying file's device. */
-        if (slot->ok && m->deleted && (slot->elf.dev != m->dev || slot->elf.inode != m->inode)) {
-            hs_elf_close(&slot->elf);
-            slot->ok = false;
-        }
-    }
-    slot->last_use = ++s->tick;
-    return slot->ok ? &slot->elf : NULL;
-}
 
 static hs_backtrace_name_fn g_name_fallback;
 
@@ -166,7 +117,7 @@ static void log_frame(struct symbolizer *s, size_t index, uintptr_t pc)
     struct hs_elf vdso;
     const struct hs_elf *elf = NULL;
     if (is_file)
-        elf = file_elf(s);
+        elf = hs_elf_cache_get(&s->files, m->path, m->dev, m->inode, m->deleted);
     else if (hs_elf_open_image(&vdso, (const void *)m->start, m->end - m->start))
         elf = &vdso;
 
@@ -197,12 +148,9 @@ void hs_backtrace_log(const uintptr_t *frames, size_t n)
     int saved_errno = errno;
     struct symbolizer s;
     s.have_map = false;
-    s.tick = 0;
-    for (int i = 0; i < ELF_SLOTS; i++)
-        s.slots[i].used = false;
+    hs_elf_cache_init(&s.files);
     for (size_t i = 0; i < n; i++)
         log_frame(&s, i, frames[i]);
-    for (int i = 0; i < ELF_SLOTS; i++)
-        if (s.slots[i].used) hs_elf_close(&s.slots[i].elf);
+    hs_elf_cache_close(&s.files);
     errno = saved_errno;
 }

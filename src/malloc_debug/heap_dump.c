@@ -24,12 +24,15 @@
 
 #include "arena.h"
 #include "debug_state.h"
+#include "elf_cache.h"
 #include "elf_symbols.h"
+#include "errno_text.h"
 #include "format.h"
 #include "heap_snapshot.h"
 #include "log.h"
 #include "options.h"
 #include "proc_maps.h"
+#include "signals.h"
 #include "sort.h"
 
 #include <elf.h>
@@ -47,7 +50,6 @@
 
 #define WRITER_BUFFER 65536
 #define SYMBOL_MAX 512
-#define ELF_SLOTS 8
 
 int hs_md_heap_dump_pending;
 
@@ -78,15 +80,6 @@ static void dump_unlock(void)
 }
 
 /* ---- Small helpers ----------------------------------------------------------------------- */
-
-static const char *error_text(int err, char *buf, size_t cap)
-{
-    const char *s = strerrordesc_np(err); /* untranslated, never allocates */
-    if (s)
-        return s;
-    hs_format(buf, cap, "Unknown error %d", err);
-    return buf;
-}
 
 static bool backtraces_on(void)
 {
@@ -318,22 +311,13 @@ struct pc_info {
     size_t name; /* offset of the symbol in the string pool, SIZE_MAX when unknown */
 };
 
-struct elf_slot {
-    bool used, ok;
-    dev_t dev;
-    uint64_t inode;
-    unsigned last_use;
-    struct hs_elf elf;
-};
-
 struct symbols {
     struct abuf maps;    /* struct dmap[], in address order */
     struct abuf strings; /* paths and symbol names */
     struct abuf pcs;     /* struct pc_info[], sorted by pc, unique */
     size_t num_maps, num_pcs;
     bool failed; /* out of arena memory */
-    struct elf_slot slots[ELF_SLOTS];
-    unsigned tick;
+    struct hs_elf_cache files;
     bool vdso_ok;
     size_t vdso_map;
     struct hs_elf vdso;
@@ -415,39 +399,7 @@ static const struct hs_elf *map_elf(struct symbols *sy, size_t i)
     }
     if (path[0] != '/')
         return NULL;
-    struct elf_slot *slot = NULL;
-    for (int k = 0; k < ELF_SLOTS; k++) {
-        struct elf_slot *c = &sy->slots[k];
-        if (c->used && c->dev == m->dev && c->inode == m->inode) {
-            slot = c;
-            break;
-        }
-    }
-    if (!slot) {
-        slot = &sy->slots[0];
-        for (int k = 0; k < ELF_SLOTS; k++) {
-            struct elf_slot *c = &sy->slots[k];
-            if (!c->used) {
-                slot = c;
-                break;
-            }
-            if (c->last_use < slot->last_use)
-                slot = c;
-        }
-        if (slot->used)
-            hs_elf_close(&slot->elf);
-        slot->used = true;
-        slot->dev = m->dev;
-        slot->inode = m->inode;
-        slot->ok = hs_elf_open(&slot->elf, path);
-        /* A deleted file's path may name another file by now. */
-        if (slot->ok && m->deleted && (slot->elf.dev != m->dev || slot->elf.inode != m->inode)) {
-            hs_elf_close(&slot->elf);
-            slot->ok = false;
-        }
-    }
-    slot->last_use = ++sy->tick;
-    return slot->ok ? &slot->elf : NULL;
+    return hs_elf_cache_get(&sy->files, path, m->dev, m->inode, m->deleted);
 }
 
 static int compare_pcs(const void *a, const void *b, void *ctx)
@@ -557,9 +509,7 @@ static const struct pc_info *find_pc(struct symbols *sy, uintptr_t pc)
 
 static void symbols_free(struct symbols *sy)
 {
-    for (int k = 0; k < ELF_SLOTS; k++)
-        if (sy->slots[k].used)
-            hs_elf_close(&sy->slots[k].elf);
+    hs_elf_cache_close(&sy->files);
     abuf_free(&sy->maps);
     abuf_free(&sy->strings);
     abuf_free(&sy->pcs);
@@ -661,21 +611,20 @@ static const char not_available[] =
 
 int hs_md_heap_dump_to(const char *path)
 {
-    char ebuf[32];
     int saved_errno = errno, err = 0;
     hs_md_in_shim++;
     dump_lock();
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
         err = errno;
-        hs_log("Unable to create heap dump file %s: %s", path, error_text(err, ebuf, sizeof(ebuf)));
+        hs_log("Unable to create heap dump file %s: %s", path, hs_errno_text(err));
     } else {
         hs_log("Dumping to file: %s", path);
         if (backtraces_on()) {
             err = write_dump(fd, path);
             if (err)
                 hs_log("Unable to write heap dump file %s: %s", path,
-                       error_text(err, ebuf, sizeof(ebuf)));
+                       hs_errno_text(err));
         } else {
             struct writer w = {fd, 0, NULL, 0};
             write_all(&w, not_available, sizeof(not_available) - 1);
@@ -697,9 +646,8 @@ static void dump_with_suffix(const char *suffix)
     size_t n = hs_format(path, sizeof(path), "%s.%d%s", hs_md.cfg.backtrace_dump_prefix,
                          (int)getpid(), suffix);
     if (n >= sizeof(path) - 1) {
-        char ebuf[32];
         hs_log("Unable to create heap dump file %s: %s", path,
-               error_text(ENAMETOOLONG, ebuf, sizeof(ebuf)));
+               hs_errno_text(ENAMETOOLONG));
     } else {
         hs_md_heap_dump_to(path);
     }
@@ -745,15 +693,10 @@ void hs_md_heap_dump_init(void)
     if (!(hs_md.cfg.options & HS_OPT_BACKTRACE))
         return;
     int sig = SIGRTMAX - 17;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = on_dump_signal;
-    sa.sa_flags = SA_RESTART | SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(sig, &sa, NULL) != 0) {
-        char ebuf[32];
+    int err = hs_signal_install(sig, on_dump_signal);
+    if (err != 0) {
         hs_log("%s: Unable to set up the heap dump signal %d: %s", hs_log_program_name(), sig,
-               error_text(errno, ebuf, sizeof(ebuf)));
+               hs_errno_text(err));
         return;
     }
     if (hs_md.cfg.options & HS_OPT_VERBOSE)

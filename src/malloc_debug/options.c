@@ -20,6 +20,7 @@
 #endif
 #include "options.h"
 
+#include "errno_text.h"
 #include "format.h"
 #include "log.h"
 
@@ -282,17 +283,6 @@ static const struct hs_md_option *hs_md_find_option(struct hs_md_token name)
     return NULL;
 }
 
-/* Text for an errno value. strerrordesc_np (glibc >= 2.32) returns a constant string without
- * touching locale data; strerror may reach gettext, which we avoid inside malloc. */
-static const char *hs_md_errno_text(int err)
-{
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
-    const char *text = strerrordesc_np(err);
-    if (text != NULL) return text;
-#endif
-    return strerror(err);
-}
-
 /* Parses value (an empty one is an error) as a base-10 number in [min, max] for the option
  * spelled `name`; stores it in *out. Logs the error and returns false when it is not one.
  * Checks, in Android's order: strtol range error, no digits, trailing characters, sign,
@@ -317,7 +307,7 @@ static bool hs_md_parse_number(struct hs_md_token name, struct hs_md_token value
     long v = strtol(value.p, &end, 10);
     if (errno != 0) {
         hs_md_error("%s: bad value for option '%.*s': %s", prog, nlen, name.p,
-                    hs_md_errno_text(errno));
+                    hs_errno_text(errno));
         return false;
     }
     if (end == value.p) {

@@ -55,8 +55,10 @@
 #include "record_allocs.h"
 
 #include "debug_state.h"
+#include "errno_text.h"
 #include "format.h"
 #include "log.h"
+#include "signals.h"
 #include "spinlock.h"
 
 #include <errno.h>
@@ -146,13 +148,6 @@ uint64_t hs_md_record_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static const char *error_text(int err)
-{
-    /* strerrordesc_np never allocates or translates: the right thing inside malloc. */
-    const char *s = strerrordesc_np(err);
-    return s ? s : "Unknown error";
-}
-
 /* Backs off in a wait loop: spin, then yield, then sleep 100 us at a time. */
 static void backoff(unsigned spins)
 {
@@ -210,7 +205,7 @@ static __attribute__((noinline)) struct rec *reserve_table(void)
         if (__atomic_compare_exchange_n(&g_cfg.reserve_failed, &expected, true, false,
                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             hs_log("Unable to reserve %zu bytes for the allocation records: %s", bytes,
-                   error_text(errno));
+                   hs_errno_text(errno));
         errno = saved;
         return NULL;
     }
@@ -488,10 +483,10 @@ static void write_table(const char *path)
     } else {
         int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) {
-            hs_log("Cannot create record alloc file %s: %s", path, error_text(errno));
+            hs_log("Cannot create record alloc file %s: %s", path, hs_errno_text(errno));
         } else {
             if (!write_entries(fd, count))
-                hs_log("Failed to write record alloc information: %s", error_text(errno));
+                hs_log("Failed to write record alloc information: %s", hs_errno_text(errno));
             close(fd);
             empty = true;
         }
@@ -572,19 +567,15 @@ bool hs_md_record_init(const struct hs_md_config *cfg)
 {
     __atomic_store_n(&g_cfg.enabled, false, __ATOMIC_RELAXED);
     int sig = SIGRTMAX - 18;
-    struct sigaction act;
-    memset(&act, 0, sizeof(act));
-    act.sa_sigaction = on_dump_signal;
-    act.sa_flags = SA_RESTART | SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&act.sa_mask);
-    if (sigaction(sig, &act, NULL) != 0) {
-        hs_log("Unable to set up record dump signal function: %s", error_text(errno));
+    int err = hs_signal_install(sig, on_dump_signal);
+    if (err != 0) {
+        hs_log("Unable to set up record dump signal function: %s", hs_errno_text(err));
         return false;
     }
     if (!g_cfg.key_created) {
-        int err = pthread_key_create(&g_cfg.key, on_thread_exit);
+        err = pthread_key_create(&g_cfg.key, on_thread_exit);
         if (err != 0) {
-            hs_log("Unable to create the record thread key: %s", error_text(err));
+            hs_log("Unable to create the record thread key: %s", hs_errno_text(err));
             return false;
         }
         g_cfg.key_created = true;

@@ -3,7 +3,9 @@
 
 #include "allocator_stats.h"
 #include "debug_state.h"
+#include "errno_text.h"
 #include "log.h"
+#include "signals.h"
 
 #include <signal.h>
 #include <string.h>
@@ -23,27 +25,24 @@ void hs_md_serve_requests_slow(void)
         hs_md_log_allocator_stats();
 }
 
-static void on_toggle_backtrace(int sig)
+static void on_toggle_backtrace(int sig, siginfo_t *info, void *uc)
 {
-    (void)sig;
+    (void)sig, (void)info, (void)uc;
     __atomic_xor_fetch(&hs_md.backtrace_on, 1, __ATOMIC_RELAXED);
 }
 
-static void on_allocator_stats(int sig)
+static void on_allocator_stats(int sig, siginfo_t *info, void *uc)
 {
-    (void)sig;
+    (void)sig, (void)info, (void)uc;
     hs_md_request(HS_MD_REQ_ALLOCATOR_STATS);
 }
 
-static void install(int sig, void (*handler)(int), const char *what)
+static void install(int sig, void (*handler)(int, siginfo_t *, void *), const char *what)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = handler;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(sig, &sa, NULL) != 0) {
-        hs_log("%s: unable to set up signal %d to %s", hs_log_program_name(), sig, what);
+    int err = hs_signal_install(sig, handler);
+    if (err != 0) {
+        hs_log("%s: unable to set up signal %d to %s: %s", hs_log_program_name(), sig, what,
+               hs_errno_text(err));
         return;
     }
     if (hs_md.cfg.options & HS_OPT_VERBOSE)

@@ -3,8 +3,7 @@
 # (src/malloc_debug/heap_dump.c). include()d from tests/unit/CMakeLists.txt.
 #
 # The shim's modules are compiled into the tests directly, with the real pointer and
-# backtrace tables; each test defines the globals init.c defines in the shim (hs_md,
-# hs_md_arena, hs_md_in_shim) and a stand-in hs_md_init.
+# backtrace tables; shim_stubs.c defines what init.c defines in the shim.
 find_package(Threads REQUIRED)
 set(HS_HEAP_DUMP_TESTS_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(HS_HEAP_DUMP_MD_DIR ${PROJECT_SOURCE_DIR}/src/malloc_debug)
@@ -17,6 +16,7 @@ set_tests_properties(unit.sort PROPERTIES TIMEOUT 120)
 
 add_executable(test_heap_snapshot
   ${HS_HEAP_DUMP_TESTS_DIR}/test_heap_snapshot.c
+  ${HS_HEAP_DUMP_TESTS_DIR}/shim_stubs.c
   ${HS_HEAP_DUMP_MD_DIR}/heap_snapshot.c
   ${HS_HEAP_DUMP_MD_DIR}/leak_info.c
   ${HS_HEAP_DUMP_MD_DIR}/pointer_table.c
@@ -31,6 +31,7 @@ set_tests_properties(unit.heap_snapshot PROPERTIES TIMEOUT 120)
 # normal program.
 add_executable(test_heap_dump
   ${HS_HEAP_DUMP_TESTS_DIR}/test_heap_dump.c
+  ${HS_HEAP_DUMP_TESTS_DIR}/shim_stubs.c
   ${HS_HEAP_DUMP_MD_DIR}/heap_dump.c
   ${HS_HEAP_DUMP_MD_DIR}/heap_snapshot.c
   ${HS_HEAP_DUMP_MD_DIR}/pointer_table.c

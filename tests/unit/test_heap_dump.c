@@ -7,8 +7,7 @@
  * parts (fingerprint, maps) are replaced, as Android's tests do. bt_info lines are checked
  * with made-up pcs and with pcs inside this test's own functions and inside libc.
  *
- * The test defines what init.c defines in the shim: hs_md, hs_md_arena, hs_md_in_shim and
- * hs_md_init.
+ * What init.c defines in the shim comes from shim_stubs.c.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -31,14 +30,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-struct hs_md_state hs_md;
-struct hs_arena hs_md_arena;
-__thread int hs_md_in_shim __attribute__((tls_model("initial-exec")));
-
-int hs_md_init(void)
-{
-    return hs_md_mode_now();
-}
 
 static char g_dir[] = "/tmp/hs_heap_dump_test.XXXXXX";
 

@@ -7,8 +7,7 @@
  * checked before, during and after a snapshot, and a snapshot is taken over and over while
  * four threads add and remove entries. Log lines are captured with hs_log_set_sink.
  *
- * The test defines what init.c defines in the shim: hs_md, hs_md_arena, hs_md_in_shim and
- * hs_md_init (a stand-in that returns the mode set by the test).
+ * What init.c defines in the shim comes from shim_stubs.c.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -25,14 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct hs_md_state hs_md;
-struct hs_arena hs_md_arena;
-__thread int hs_md_in_shim __attribute__((tls_model("initial-exec")));
-
-int hs_md_init(void)
-{
-    return hs_md_mode_now();
-}
 
 /* ---- log capture ---- */
 
