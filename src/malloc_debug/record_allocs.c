@@ -85,11 +85,14 @@ enum rec_type {
     REC_CANCELLED, /* reserved, then cancelled: not written */
 };
 
+/* Pointers are stored encoded (~value), as in the pointer table, so that the unreachable-
+ * memory detector scanning this table (it is ordinary anonymous memory) does not take the
+ * recorded blocks for referenced ones. */
 struct rec {
     uint32_t type; /* enum rec_type, stored last (release) */
     int32_t tid;
-    uint64_t ptr;
-    uint64_t arg; /* realloc: old pointer; calloc: nmemb; memalign: alignment */
+    uint64_t ptr;  /* ~pointer */
+    uint64_t arg; /* realloc: ~old pointer; calloc: nmemb; memalign: alignment */
     uint64_t size;
     uint64_t start_ns, end_ns;
 };
@@ -298,8 +301,8 @@ static inline void commit(uint64_t idx, uint32_t type, uint64_t ptr, uint64_t ar
 {
     struct rec *r = &g_cfg.entries[idx];
     r->tid = t_rec.tid;
-    r->ptr = ptr;
-    r->arg = arg;
+    r->ptr = ~ptr;
+    r->arg = type == REC_REALLOC ? ~arg : arg;
     r->size = size;
     r->start_ns = start_ns;
     r->end_ns = end_ns;
@@ -406,7 +409,8 @@ static void open_gate(uint64_t slots, bool empty)
 
 static size_t format_rec(char *buf, size_t cap, const struct rec *r)
 {
-    unsigned long long ptr = r->ptr, arg = r->arg, size = r->size;
+    unsigned long long ptr = ~r->ptr, size = r->size;
+    unsigned long long arg = r->type == REC_REALLOC ? ~r->arg : r->arg;
     unsigned long long start = r->start_ns, end = r->end_ns;
     switch (r->type) {
     case REC_MALLOC:
