@@ -44,6 +44,10 @@ int hs_md_init(void);
  * by what that code calls go straight to glibc. */
 extern __thread int hs_md_in_shim __attribute__((tls_model("initial-exec")));
 
+/* This library's own malloc (a hidden alias: the address of the definition here, whatever
+ * symbol lookup resolves "malloc" to). */
+void *hs_md_self_malloc(size_t size);
+
 /* Takes / releases every lock of the shim (fork handlers, malloc_disable). */
 void hs_md_lock_everything(void);
 void hs_md_unlock_everything(void);

@@ -199,6 +199,8 @@ HS_EXPORT void *malloc(size_t size)
     return malloc_slow(size);
 }
 
+extern __typeof(malloc) hs_md_self_malloc __attribute__((alias("malloc")));
+
 HS_EXPORT void free(void *ptr)
 {
     if (HS_PASSTHROUGH())

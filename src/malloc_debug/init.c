@@ -7,10 +7,12 @@
  */
 #define _GNU_SOURCE
 #include "debug_state.h"
+#include "embedding.h"
 #include "free_queue.h"
 #include "header.h"
 #include "heap_dump.h"
 #include "requests.h"
+#include "unreachable_trigger.h"
 #include "libc_malloc.h"
 #include "record_allocs.h"
 
@@ -42,22 +44,6 @@ static size_t chunk_usable_size(void *ptr)
 size_t hs_md_libc_usable_size(void *ptr)
 {
     return g_libc_usable_size(ptr);
-}
-
-/* Options whose behaviour is not part of this build yet: accepted, announced once. */
-static void log_inactive_options(uint32_t options)
-{
-    static const struct {
-        uint32_t bit;
-        const char *name;
-    } inactive[] = {
-        {HS_OPT_CHECK_UNREACHABLE_ON_SIGNAL, "check_unreachable_on_signal"},
-    };
-    for (size_t i = 0; i < sizeof(inactive) / sizeof(inactive[0]); i++) {
-        if (options & inactive[i].bit)
-            hs_log("%s: option '%s' is not available in this build of heapscope; ignored",
-                   hs_log_program_name(), inactive[i].name);
-    }
 }
 
 struct self_range {
@@ -109,6 +95,11 @@ static int configure(void)
 
     static char options[8192];
     ssize_t len = hs_env_get("LIBC_DEBUG_MALLOC_OPTIONS", options, sizeof(options));
+    if (len < 0 && hs_md_embedding.default_options) {
+        len = (ssize_t)strnlen(hs_md_embedding.default_options, sizeof(options) - 1);
+        memcpy(options, hs_md_embedding.default_options, (size_t)len);
+        options[len] = '\0';
+    }
     if (len < 0 || only_whitespace(options)) {
         if (len < (ssize_t)sizeof(options))
             return HS_MD_PASSTHROUGH;
@@ -155,7 +146,6 @@ static int configure(void)
          * the table finish before the other locks are taken. */
         pthread_atfork(hs_md_record_lock, hs_md_record_unlock, hs_md_record_unlock);
     }
-    log_inactive_options(cfg->options);
     return HS_MD_DEBUG;
 }
 
@@ -176,10 +166,26 @@ int hs_md_init(void)
     return mode;
 }
 
+/* True when this library's malloc is the one the program's calls reach. A copy embedded in
+ * libmemunreachable.so is not when libmalloc_debug.so is preloaded (the preload comes first
+ * in symbol lookup): it then stays off and the preloaded copy serves both. */
+static bool is_the_programs_malloc(void)
+{
+    return dlsym(RTLD_DEFAULT, "malloc") == (void *)hs_md_self_malloc;
+}
+
 /* Initialise at load time too, so "malloc debug enabled" appears even in a program that
- * never allocates. */
+ * never allocates, and start what needs threads (libc is fully up here). */
 __attribute__((constructor)) static void hs_md_constructor(void)
 {
-    if (hs_md_mode_now() == HS_MD_UNINIT)
+    if (hs_md_mode_now() == HS_MD_UNINIT) {
+        int expected = HS_MD_UNINIT;
+        if (hs_md_embedding.embedded && !is_the_programs_malloc() &&
+            __atomic_compare_exchange_n(&hs_md.mode, &expected, HS_MD_PASSTHROUGH, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return;
         hs_md_init();
+    }
+    if (hs_md_mode_now() == HS_MD_DEBUG)
+        hs_md_unreachable_trigger_start();
 }
