@@ -2,15 +2,24 @@
 #ifndef HEAPSCOPE_CLI_H
 #define HEAPSCOPE_CLI_H
 
+#include "options.h"
+
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Each subcommand takes the arguments after its name (argv[0] is the subcommand name) and
  * returns the process exit status (or does not return when it execs the program). */
 int hs_cmd_debug(int argc, char **argv);
+int hs_cmd_leaks(int argc, char **argv);
 
 /* Finds libNAME (e.g. "libmalloc_debug.so") for the build tree or the installed layout and
  * writes its absolute path to out. Returns 0, or -1 after printing where it looked. */
 int hs_find_library(const char *name, char *out, size_t cap);
+
+/* Parses malloc debug options with the shim's parser; errors are printed as
+ * "heapscope COMMAND: PROGRAM: ..." (program: the basename the shim would print). */
+bool hs_cli_parse_options(const char *command, const char *program, const char *options,
+                          struct hs_md_config *cfg);
 
 /* Prepends `lib` to LD_PRELOAD in this process's environment. Returns 0 or -1. */
 int hs_preload_prepend(const char *lib);

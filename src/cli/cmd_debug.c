@@ -6,8 +6,6 @@
  */
 #include "cli.h"
 
-#include "log.h"
-#include "options.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -59,20 +57,6 @@ static void usage(FILE *out)
             "  heapscope debug -o \"backtrace free_track leak_track\" -- ./myprog\n");
 }
 
-/* Prints parser messages without the log prefix: here they are the CLI's own errors. */
-static void print_parse_message(const char *line, size_t len, void *ctx)
-{
-    (void)ctx;
-    const char *body = strstr(line, "]");
-    body = body ? strstr(body, ": ") : NULL;
-    if (body) {
-        body += 2;
-        len -= (size_t)(body - line);
-        line = body;
-    }
-    fprintf(stderr, "heapscope debug: %.*s", (int)len, line);
-}
-
 int hs_cmd_debug(int argc, char **argv)
 {
     static const struct option long_options[] = {
@@ -111,11 +95,7 @@ int hs_cmd_debug(int argc, char **argv)
     }
 
     struct hs_md_config cfg;
-    hs_log_set_program_name(argv[optind]);
-    hs_log_set_sink(print_parse_message, NULL);
-    bool valid = hs_md_config_parse(&cfg, options);
-    hs_log_set_sink(NULL, NULL);
-    if (!valid)
+    if (!hs_cli_parse_options("debug", argv[optind], options, &cfg))
         return 2;
 
     char lib[PATH_MAX];

@@ -157,8 +157,13 @@ void hs_log_end(void)
 
 void hs_vlog(const char *fmt, va_list ap)
 {
+    hs_vlog_tag(g_log.tag, fmt, ap);
+}
+
+void hs_vlog_tag(const char *tag, const char *fmt, va_list ap)
+{
     char line[HS_LOG_LINE_MAX];
-    size_t n = hs_format(line, sizeof(line), "%s[%d] %s: ", g_log.program, (int)getpid(), g_log.tag);
+    size_t n = hs_format(line, sizeof(line), "%s[%d] %s: ", g_log.program, (int)getpid(), tag);
     n += hs_vformat(line + n, sizeof(line) - n - 1, fmt, ap);
     line[n++] = '\n';
     line[n] = '\0';
@@ -179,5 +184,13 @@ void hs_log(const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     hs_vlog(fmt, ap);
+    va_end(ap);
+}
+
+void hs_log_tag(const char *tag, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    hs_vlog_tag(tag, fmt, ap);
     va_end(ap);
 }

@@ -31,6 +31,10 @@ void hs_log_set_program_name(const char *name);
 void hs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hs_vlog(const char *fmt, va_list ap);
 
+/* The same with another tag than hs_log_init's (a library that holds two tools). */
+void hs_log_tag(const char *tag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hs_vlog_tag(const char *tag, const char *fmt, va_list ap);
+
 /* Frames a multi-line report: lines logged in between stay together. */
 void hs_log_begin(void);
 void hs_log_end(void);

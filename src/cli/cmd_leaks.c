@@ -1,0 +1,290 @@
+/* cmd_leaks.c: `heapscope leaks`, unreachable memory in a program or a running process.
+ *
+ *   heapscope leaks [options] -- PROGRAM ARGS   runs PROGRAM with libmemunreachable.so
+ *       preloaded (allocation tracking from the first malloc, backtraces, the signal check
+ *       armed) and reports what is unreachable when it exits;
+ *   heapscope leaks -p PID                        asks a running process (started that way,
+ *       or linked with -lmemunreachable) for a check now: the process writes the report to
+ *       /tmp/heapscope_unreachable.PID.txt, which this command prints and removes.
+ */
+#include "cli.h"
+
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_OPTIONS "backtrace check_unreachable_on_signal"
+#define REPORT_PATTERN "/tmp/heapscope_unreachable.%d.txt"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: heapscope leaks [--contents] [--limit N] [-o OPTIONS] [-l FILE] -- PROGRAM [ARGS...]\n"
+            "       heapscope leaks -p PID [--timeout SECONDS]\n"
+            "\n"
+            "Finds heap memory that nothing points to any more (leaked), in a live process,\n"
+            "pausing its threads for milliseconds (Android's libmemunreachable).\n"
+            "\n"
+            "  -- PROGRAM ARGS    run PROGRAM and report what is unreachable when it exits; the\n"
+            "                     program can also be checked while it runs with -p\n"
+            "  -p, --pid PID      check the running process PID now and print the report; it\n"
+            "                     must have been started by 'heapscope leaks' or be linked with\n"
+            "                     -lmemunreachable\n"
+            "\n"
+            "Options:\n"
+            "      --contents     show the first 32 bytes of each leak\n"
+            "      --limit N      report at most N leaks in detail (default 100)\n"
+            "  -o, --options OPTS malloc debug options for PROGRAM (default: \"" DEFAULT_OPTIONS
+            "\")\n"
+            "  -l, --log FILE     write PROGRAM's reports to FILE (%%p becomes the pid)\n"
+            "      --timeout S    with -p, how long to wait for the report (default 30)\n"
+            "  -h, --help         show this help\n"
+            "\n"
+            "Examples:\n"
+            "  heapscope leaks -- ./myserver --port 8080     # report at exit\n"
+            "  heapscope leaks -p $(pidof myserver)          # report now, from another shell\n");
+}
+
+static int run_program(char **argv, const char *options, const char *log_file, long limit,
+                       int contents)
+{
+    struct hs_md_config cfg;
+    if (!hs_cli_parse_options("leaks", argv[0], options, &cfg))
+        return 2;
+    if (!(cfg.options & HS_OPT_TRACK_OPTIONS)) {
+        fprintf(stderr, "heapscope leaks: the options must track allocations: add backtrace "
+                        "or verify_pointers\n");
+        return 2;
+    }
+    char lib[PATH_MAX], number[32];
+    if (hs_find_library("libmemunreachable.so", lib, sizeof(lib)) != 0)
+        return 1;
+    snprintf(number, sizeof(number), "%ld", limit);
+    if (hs_preload_prepend(lib) != 0 || setenv("LIBC_DEBUG_MALLOC_OPTIONS", options, 1) != 0 ||
+        setenv("HEAPSCOPE_UNREACHABLE_AT_EXIT", "1", 1) != 0 ||
+        setenv("HEAPSCOPE_UNREACHABLE_LIMIT", number, 1) != 0 ||
+        setenv("HEAPSCOPE_UNREACHABLE_CONTENTS", contents ? "1" : "0", 1) != 0 ||
+        (log_file && setenv("HEAPSCOPE_LOG_FILE", log_file, 1) != 0)) {
+        perror("heapscope leaks: setting the environment");
+        return 1;
+    }
+    execvp(argv[0], argv);
+    fprintf(stderr, "heapscope leaks: cannot run '%s': %s\n", argv[0], strerror(errno));
+    return 127;
+}
+
+/* Reads a whole small file (maps, environ) into a malloc'ed buffer; NULL with errno set. */
+static char *read_small_file(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap + 1);
+    ssize_t r;
+    while (buf && (r = read(fd, buf + n, cap - n)) > 0) {
+        n += (size_t)r;
+        if (n == cap) {
+            char *bigger = realloc(buf, cap * 2 + 1);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    int saved = errno;
+    close(fd);
+    if (buf) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    errno = saved;
+    return buf;
+}
+
+/* The value of name in a NUL-separated environment block, or NULL. */
+static const char *environ_value(const char *env, size_t len, const char *name)
+{
+    size_t name_len = strlen(name);
+    for (size_t i = 0; i < len; i += strlen(env + i) + 1)
+        if (strncmp(env + i, name, name_len) == 0 && env[i + name_len] == '=')
+            return env + i + name_len + 1;
+    return NULL;
+}
+
+/* Checks that pid can answer: it exists, is ours, has the detector and the signal armed.
+ * Prints the reason and returns false otherwise. */
+static bool target_ready(pid_t pid)
+{
+    char path[64];
+    if (kill(pid, 0) != 0) {
+        if (errno == EPERM)
+            fprintf(stderr, "heapscope leaks: process %d belongs to another user; run heapscope "
+                            "as that user (or as root)\n", (int)pid);
+        else
+            fprintf(stderr, "heapscope leaks: no process %d\n", (int)pid);
+        return false;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    size_t len;
+    char *maps = read_small_file(path, &len);
+    if (!maps) {
+        fprintf(stderr, "heapscope leaks: cannot read %s: %s\n", path, strerror(errno));
+        return false;
+    }
+    bool detector = strstr(maps, "/libmemunreachable.so") != NULL;
+    bool shim = strstr(maps, "/libmalloc_debug.so") != NULL;
+    free(maps);
+    if (!detector && !shim) {
+        fprintf(stderr,
+                "heapscope leaks: process %d has no heapscope library loaded; start it with "
+                "'heapscope leaks -- PROGRAM' or link it with -lmemunreachable\n", (int)pid);
+        return false;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    char *env = read_small_file(path, &len);
+    const char *options = env ? environ_value(env, len, "LIBC_DEBUG_MALLOC_OPTIONS") : NULL;
+    bool armed = options ? strstr(options, "check_unreachable_on_signal") != NULL : detector;
+    free(env);
+    if (!armed) {
+        fprintf(stderr,
+                "heapscope leaks: process %d was started without the malloc debug option "
+                "check_unreachable_on_signal, so it does not answer the check signal\n",
+                (int)pid);
+        return false;
+    }
+    return true;
+}
+
+static int check_process(pid_t pid, int timeout_s)
+{
+    if (!target_ready(pid))
+        return 1;
+    char report[64];
+    snprintf(report, sizeof(report), REPORT_PATTERN, (int)pid);
+    if (unlink(report) != 0 && errno != ENOENT) {
+        fprintf(stderr, "heapscope leaks: cannot remove the old report %s: %s\n", report,
+                strerror(errno));
+        return 1;
+    }
+    if (kill(pid, SIGRTMAX - 16) != 0) {
+        fprintf(stderr, "heapscope leaks: cannot signal process %d: %s\n", (int)pid,
+                strerror(errno));
+        return 1;
+    }
+    struct timespec tick = {0, 20 * 1000 * 1000};
+    for (long waited_ms = 0; waited_ms < timeout_s * 1000L; waited_ms += 20) {
+        struct stat st;
+        if (stat(report, &st) == 0) {
+            if (st.st_uid != getuid() && getuid() != 0) {
+                fprintf(stderr, "heapscope leaks: %s belongs to another user; not trusting it\n",
+                        report);
+                return 1;
+            }
+            size_t len;
+            char *text = read_small_file(report, &len);
+            unlink(report);
+            if (!text) {
+                fprintf(stderr, "heapscope leaks: cannot read %s: %s\n", report, strerror(errno));
+                return 1;
+            }
+            fwrite(text, 1, len, stdout);
+            bool failed = strncmp(text, "error: ", 7) == 0;
+            free(text);
+            return failed ? 1 : 0;
+        }
+        if (kill(pid, 0) != 0) {
+            fprintf(stderr, "heapscope leaks: process %d exited before answering\n", (int)pid);
+            return 1;
+        }
+        nanosleep(&tick, NULL);
+    }
+    fprintf(stderr, "heapscope leaks: no report from process %d after %d s\n", (int)pid,
+            timeout_s);
+    return 1;
+}
+
+int hs_cmd_leaks(int argc, char **argv)
+{
+    enum { OPT_CONTENTS = 256, OPT_LIMIT, OPT_TIMEOUT };
+    static const struct option long_options[] = {
+        {"pid", required_argument, NULL, 'p'},
+        {"options", required_argument, NULL, 'o'},
+        {"log", required_argument, NULL, 'l'},
+        {"contents", no_argument, NULL, OPT_CONTENTS},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *options = DEFAULT_OPTIONS, *log_file = NULL;
+    long pid = 0, limit = 100, timeout_s = 30;
+    int contents = 0, c;
+    char *end;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+p:o:l:h", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            pid = strtol(optarg, &end, 10);
+            if (*end || pid <= 0) {
+                fprintf(stderr, "heapscope leaks: bad process id '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'o':
+            options = optarg;
+            break;
+        case 'l':
+            log_file = optarg;
+            break;
+        case OPT_CONTENTS:
+            contents = 1;
+            break;
+        case OPT_LIMIT:
+            limit = strtol(optarg, &end, 10);
+            if (*end || limit < 0) {
+                fprintf(stderr, "heapscope leaks: bad limit '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case OPT_TIMEOUT:
+            timeout_s = strtol(optarg, &end, 10);
+            if (*end || timeout_s <= 0 || timeout_s > 86400) {
+                fprintf(stderr, "heapscope leaks: bad timeout '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (pid > 0) {
+        if (optind < argc) {
+            fprintf(stderr, "heapscope leaks: give either -p PID or a program, not both\n");
+            return 2;
+        }
+        return check_process((pid_t)pid, (int)timeout_s);
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "heapscope leaks: no program given\n\n");
+        usage(stderr);
+        return 2;
+    }
+    return run_program(argv + optind, options, log_file, limit, contents);
+}
