@@ -21,13 +21,63 @@ static int class_of(size_t size)
     return -1;
 }
 
-static void *map_bytes(struct hs_arena *a, size_t bytes)
+static void *map_raw(size_t bytes)
 {
     int saved = errno;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     errno = saved;
-    if (p == MAP_FAILED)
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static size_t list_bytes(size_t cap)
+{
+    return (cap * sizeof(struct hs_arena_mapping) + 4095) & ~(size_t)4095;
+}
+
+/* Appends [p, p + bytes) to the mapping list; false when the list could not grow. */
+static int record_mapping(struct hs_arena *a, void *p, size_t bytes)
+{
+    hs_spin_lock(&a->maps_lock);
+    if (a->num_maps == a->maps_cap) {
+        size_t cap = a->maps_cap ? a->maps_cap * 2 : 4096 / sizeof(struct hs_arena_mapping);
+        struct hs_arena_mapping *list = map_raw(list_bytes(cap));
+        if (!list) {
+            hs_spin_unlock(&a->maps_lock);
+            return 0;
+        }
+        if (a->maps) {
+            memcpy(list, a->maps, a->num_maps * sizeof(*list));
+            munmap(a->maps, list_bytes(a->maps_cap));
+        }
+        a->maps = list;
+        a->maps_cap = cap;
+    }
+    a->maps[a->num_maps++] = (struct hs_arena_mapping){(uintptr_t)p, (uintptr_t)p + bytes};
+    hs_spin_unlock(&a->maps_lock);
+    return 1;
+}
+
+static void forget_mapping(struct hs_arena *a, void *p)
+{
+    hs_spin_lock(&a->maps_lock);
+    for (size_t i = 0; i < a->num_maps; i++) {
+        if (a->maps[i].begin == (uintptr_t)p) {
+            a->maps[i] = a->maps[--a->num_maps];
+            break;
+        }
+    }
+    hs_spin_unlock(&a->maps_lock);
+}
+
+static void *map_bytes(struct hs_arena *a, size_t bytes)
+{
+    void *p = map_raw(bytes);
+    if (!p)
         return NULL;
+    if (a->track_maps && !record_mapping(a, p, bytes)) {
+        munmap(p, bytes);
+        return NULL;
+    }
     __atomic_add_fetch(&a->mapped_bytes, bytes, __ATOMIC_RELAXED);
     return p;
 }
@@ -87,6 +137,8 @@ void hs_arena_free(struct hs_arena *a, void *p, size_t size)
     int c = class_of(size);
     if (c < 0) {
         size_t bytes = page_round(size);
+        if (a->track_maps)
+            forget_mapping(a, p);
         munmap(p, bytes);
         __atomic_sub_fetch(&a->mapped_bytes, bytes, __ATOMIC_RELAXED);
         return;
@@ -113,4 +165,41 @@ void hs_arena_unlock_all(struct hs_arena *a)
 {
     for (int c = HS_ARENA_CLASSES - 1; c >= 0; c--)
         hs_spin_unlock(&a->classes[c].lock);
+}
+
+void hs_arena_track_mappings(struct hs_arena *a)
+{
+    a->track_maps = 1;
+}
+
+size_t hs_arena_mappings(struct hs_arena *a, struct hs_arena_mapping *out, size_t cap)
+{
+    if (!a->track_maps)
+        return 0;
+    hs_spin_lock(&a->maps_lock);
+    size_t n = 0;
+    for (size_t i = 0; i < a->num_maps; i++, n++)
+        if (n < cap)
+            out[n] = a->maps[i];
+    if (a->maps) {
+        if (n < cap)
+            out[n] = (struct hs_arena_mapping){(uintptr_t)a->maps,
+                                               (uintptr_t)a->maps + list_bytes(a->maps_cap)};
+        n++;
+    }
+    hs_spin_unlock(&a->maps_lock);
+    return n;
+}
+
+void hs_arena_destroy(struct hs_arena *a)
+{
+    if (!a->track_maps)
+        return;
+    /* *a may live in one of the ranges: copy what is needed before unmapping anything. */
+    struct hs_arena_mapping *list = a->maps;
+    size_t n = a->num_maps, bytes = list_bytes(a->maps_cap);
+    for (size_t i = 0; i < n; i++)
+        munmap((void *)list[i].begin, list[i].end - list[i].begin);
+    if (list)
+        munmap(list, bytes);
 }

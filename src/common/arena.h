@@ -9,6 +9,11 @@
  * Threading: each size class has its own spinlock. Fork: call hs_arena_lock_all() in a
  * pthread_atfork prepare handler and hs_arena_unlock_all() in the parent and child handlers.
  * Not async-signal-safe (a handler could interrupt a holder of a class lock).
+ *
+ * Mapping list (opt-in, hs_arena_track_mappings): the arena then also records every range it
+ * has mmap'd, in a list kept in its own mmap'd block, so that a user can name all of its memory
+ * (the leak detector excludes its own memory from the roots) and unmap all of it at once
+ * (hs_arena_destroy). Arenas that do not opt in behave exactly as before.
  */
 #ifndef HEAPSCOPE_COMMON_ARENA_H
 #define HEAPSCOPE_COMMON_ARENA_H
@@ -27,9 +32,19 @@ struct hs_arena_class {
     uintptr_t bump, limit; /* unused tail of the current chunk */
 };
 
+/* A range the arena has mmap'd. */
+struct hs_arena_mapping {
+    uintptr_t begin, end; /* [begin, end), page aligned */
+};
+
 struct hs_arena {
     struct hs_arena_class classes[HS_ARENA_CLASSES];
     size_t mapped_bytes; /* everything mmap'd so far, for the tools' own memory figures */
+    /* Mapping list, only with hs_arena_track_mappings. */
+    hs_spinlock maps_lock;
+    int track_maps;
+    struct hs_arena_mapping *maps; /* mmap'd on its own; maps_cap entries */
+    size_t num_maps, maps_cap;
 };
 
 #define HS_ARENA_INIT {0}
@@ -49,5 +64,19 @@ size_t hs_arena_mapped_bytes(const struct hs_arena *a);
 
 void hs_arena_lock_all(struct hs_arena *a);
 void hs_arena_unlock_all(struct hs_arena *a);
+
+/* Makes the arena record every range it maps from now on. Call it on a fresh arena, before
+ * the first allocation. */
+void hs_arena_track_mappings(struct hs_arena *a);
+
+/* Copies up to `cap` ranges the arena (with tracking) has mapped and still holds, the list's
+ * own block included, to out (NULL when cap is 0). Returns how many there are; call again with
+ * a bigger array when that is more than cap (allocating the array may add a range). */
+size_t hs_arena_mappings(struct hs_arena *a, struct hs_arena_mapping *out, size_t cap);
+
+/* Unmaps everything a tracking arena has mapped (no-op without tracking). *a must not be used
+ * afterwards (it may itself live in the arena's memory); a new arena starts from
+ * HS_ARENA_INIT. No other thread may use the arena meanwhile. */
+void hs_arena_destroy(struct hs_arena *a);
 
 #endif

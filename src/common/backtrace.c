@@ -6,12 +6,14 @@
 
 #include "elf_cache.h"
 #include "elf_symbols.h"
+#include "format.h"
 #include "log.h"
 #include "proc_maps.h"
 
 #include <elf.h>
 #include <errno.h>
 #include <libunwind.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -99,7 +101,37 @@ static bool name_of(const struct hs_elf *elf, uintptr_t lookup, uintptr_t bias, 
     return fallback && fallback(lookup, name, cap, offset) && name[0];
 }
 
-static void log_frame(struct symbolizer *s, size_t index, uintptr_t pc)
+/* Where the lines of hs_backtrace_format / hs_backtrace_log go: emit, or hs_log when NULL. */
+struct line_out {
+    void (*emit)(const char *line, size_t len, void *ctx);
+    void *ctx;
+};
+
+/* Kept out of put_line so that the logging path does not carry this line buffer on the stack
+ * under hs_vlog's own. */
+static __attribute__((noinline)) void emit_formatted(const struct line_out *o, const char *fmt,
+                                                     va_list ap)
+{
+    char line[HS_LOG_LINE_MAX];
+    size_t len = hs_vformat(line, sizeof(line), fmt, ap);
+    o->emit(line, len, o->ctx);
+}
+
+static void put_line(const struct line_out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void put_line(const struct line_out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (o->emit)
+        emit_formatted(o, fmt, ap);
+    else
+        hs_vlog(fmt, ap);
+    va_end(ap);
+}
+
+static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const struct line_out *o)
 {
     /* Return addresses may point past the end of the calling function's code. */
     uintptr_t lookup = index > 0 && pc > 0 ? pc - 1 : pc;
@@ -110,7 +142,7 @@ static void log_frame(struct symbolizer *s, size_t index, uintptr_t pc)
     bool is_file = s->have_map && m->path[0] == '/';
     bool is_vdso = s->have_map && strcmp(m->path, "[vdso]") == 0;
     if (!is_file && !is_vdso) {
-        hs_log("          #%02zu  pc %016lx  <unknown>", index, (unsigned long)pc);
+        put_line(o, "          #%02zu  pc %016lx  <unknown>", index, (unsigned long)pc);
         return;
     }
 
@@ -131,18 +163,19 @@ static void log_frame(struct symbolizer *s, size_t index, uintptr_t pc)
     uintptr_t offset;
     const char *suffix = m->deleted ? " (deleted)" : "";
     if (name_of(elf, lookup, bias, name, sizeof(name), &offset)) {
-        hs_log("          #%02zu  pc %016lx  %s%s (%s+%lu)", index, (unsigned long)(pc - bias),
-               m->path, suffix, name, (unsigned long)(offset + (pc - lookup)));
+        put_line(o, "          #%02zu  pc %016lx  %s%s (%s+%lu)", index,
+                 (unsigned long)(pc - bias), m->path, suffix, name,
+                 (unsigned long)(offset + (pc - lookup)));
     } else {
-        hs_log("          #%02zu  pc %016lx  %s%s", index, (unsigned long)(pc - bias), m->path,
-               suffix);
+        put_line(o, "          #%02zu  pc %016lx  %s%s", index, (unsigned long)(pc - bias),
+                 m->path, suffix);
     }
 }
 
-void hs_backtrace_log(const uintptr_t *frames, size_t n)
+static void put_frames(const uintptr_t *frames, size_t n, const struct line_out *o)
 {
     if (n == 0) {
-        hs_log("  Backtrace failed to get any frames.");
+        put_line(o, "  Backtrace failed to get any frames.");
         return;
     }
     int saved_errno = errno;
@@ -150,7 +183,21 @@ void hs_backtrace_log(const uintptr_t *frames, size_t n)
     s.have_map = false;
     hs_elf_cache_init(&s.files);
     for (size_t i = 0; i < n; i++)
-        log_frame(&s, i, frames[i]);
+        put_frame(&s, i, frames[i], o);
     hs_elf_cache_close(&s.files);
     errno = saved_errno;
+}
+
+void hs_backtrace_format(const uintptr_t *frames, size_t n,
+                         void (*emit)(const char *line, size_t len, void *ctx), void *ctx)
+{
+    struct line_out o = {emit, ctx};
+    if (emit)
+        put_frames(frames, n, &o);
+}
+
+void hs_backtrace_log(const uintptr_t *frames, size_t n)
+{
+    struct line_out o = {NULL, NULL};
+    put_frames(frames, n, &o);
 }

@@ -23,7 +23,8 @@
  *
  * Stack use (measured on x86_64, mostly libunwind's): a capture needs ~6 KiB, up to ~9 KiB
  * when libunwind parses the unwind information of frames it has not cached yet; the slow path
- * ~7 KiB; hs_backtrace_log ~8 KiB (a struct hs_map with its PATH_MAX path, the log line). Add
+ * ~7 KiB; hs_backtrace_log ~8 KiB (a struct hs_map with its PATH_MAX path, the log line),
+ * hs_backtrace_format the same plus what emit uses. Add
  * ~3 KiB the first time each imported function is called, while lazy binding resolves it.
  * Threads with tiny stacks (PTHREAD_STACK_MIN) can overflow.
  */
@@ -59,6 +60,14 @@ size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames, size_t skip);
  * Symbols of a deleted file are only read if the file at its path still has the mapping's
  * device and inode. With n == 0 it logs "  Backtrace failed to get any frames." instead. */
 void hs_backtrace_log(const uintptr_t *frames, size_t n);
+
+/* The same lines, handed to emit(line, len, ctx) one by one instead of being logged (line is
+ * not NUL-terminated at len necessarily, has no newline, and is only valid during the call;
+ * lines are cut at HS_LOG_LINE_MAX - 1 characters). hs_backtrace_log is this with an emit
+ * that calls hs_log. Same safety and errno behaviour as hs_backtrace_log; emit may do what
+ * its caller's context allows. */
+void hs_backtrace_format(const uintptr_t *frames, size_t n,
+                         void (*emit)(const char *line, size_t len, void *ctx), void *ctx);
 
 /* A second source of function names, asked when the ELF symbol tables of the mapped file do
  * not name the frame (a stripped file whose symbols are in a separate debug file). Gets the

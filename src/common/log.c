@@ -66,6 +66,15 @@ void hs_log_init(const char *tag)
     hs_env_get("HEAPSCOPE_LOG_FILE", g_log.file_pattern, sizeof(g_log.file_pattern));
 }
 
+void hs_log_init_program(void)
+{
+    static int done;
+    if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+        return;
+    read_program_name();
+    hs_env_get("HEAPSCOPE_LOG_FILE", g_log.file_pattern, sizeof(g_log.file_pattern));
+}
+
 const char *hs_log_program_name(void)
 {
     return g_log.program;

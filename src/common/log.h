@@ -21,6 +21,10 @@
  * HEAPSCOPE_LOG_FILE setting. Safe to call more than once and before libc is set up. */
 void hs_log_init(const char *tag);
 
+/* Reads the program name and HEAPSCOPE_LOG_FILE once, without touching the tag (for a
+ * library whose log lines carry their own tag). */
+void hs_log_init_program(void);
+
 /* Basename of argv[0] of this process ("unknown" before hs_log_init). */
 const char *hs_log_program_name(void);
 

@@ -1,0 +1,160 @@
+/* leak_grouping.c: see leak_grouping.h.
+ *
+ * Working set: one struct UnreachableLeak per group (the representative, with the merged
+ * "similar" sums), and an open-addressing hash of group indices keyed by a hash of the
+ * backtrace; groups are then ordered through an array of sort keys (total size, address,
+ * group index), not by moving the 300-byte records.
+ */
+#include "leak_grouping.h"
+
+#include "sort.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/types.h>
+
+static size_t sat_add(size_t a, size_t b)
+{
+    return a + b < a ? SIZE_MAX : a + b;
+}
+
+static uint64_t frames_hash(const uintptr_t *frames, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ n;
+    for (size_t i = 0; i < n; i++) {
+        h ^= frames[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static bool same_backtrace(const struct UnreachableLeak *a, const struct UnreachableLeak *b)
+{
+    return a->num_backtrace_frames == b->num_backtrace_frames &&
+           memcmp(a->backtrace_frames, b->backtrace_frames,
+                  a->num_backtrace_frames * sizeof(uintptr_t)) == 0;
+}
+
+/* What the sort compares, kept next to each other (sorting indices into the 300-byte records
+ * would miss the cache on every comparison). */
+struct sort_key {
+    size_t total_size;
+    uintptr_t begin;
+    uint32_t group;
+};
+
+static int by_total_size(const void *pa, const void *pb, void *ctx)
+{
+    (void)ctx;
+    const struct sort_key *a = pa, *b = pb;
+    if (a->total_size != b->total_size)
+        return a->total_size > b->total_size ? -1 : 1;
+    if (a->begin != b->begin)
+        return a->begin < b->begin ? -1 : 1;
+    return 0;
+}
+
+int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_mu_folding *folding,
+                            const struct hs_mu_heap_source *heap, size_t limit,
+                            struct hs_arena *arena, struct hs_mu_grouping *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t n = folding->num_leaks;
+    size_t table_size = 16;
+    while (table_size < n * 2)
+        table_size *= 2;
+    size_t groups_bytes = (n ? n : 1) * sizeof(struct UnreachableLeak);
+    struct UnreachableLeak *groups = hs_arena_alloc(arena, groups_bytes);
+    uint32_t *table = hs_arena_alloc(arena, table_size * sizeof(uint32_t));
+    struct sort_key *order = hs_arena_alloc(arena, (n ? n : 1) * sizeof(*order));
+    int r = 0;
+    if (!groups || !table || !order) {
+        r = -ENOMEM;
+        goto done;
+    }
+    memset(table, 0xff, table_size * sizeof(uint32_t));
+
+    size_t ng = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct hs_mu_folded_leak *f = &folding->leaks[i];
+        const struct hs_mu_alloc *a = &w->allocs[f->alloc];
+        struct UnreachableLeak *g = &groups[ng];
+        memset(g, 0, sizeof(*g));
+        g->begin = a->begin;
+        g->size = a->end - a->begin;
+        g->referenced_count = f->referenced_count;
+        g->referenced_size = f->referenced_size;
+        if (heap && heap->backtrace) {
+            ssize_t nf = heap->backtrace((void *)a->begin, g->backtrace_frames,
+                                         UNREACHABLE_BACKTRACE_FRAMES);
+            if (nf > 0)
+                g->num_backtrace_frames =
+                    (size_t)nf < UNREACHABLE_BACKTRACE_FRAMES ? (size_t)nf
+                                                              : UNREACHABLE_BACKTRACE_FRAMES;
+        }
+        if (g->num_backtrace_frames > 0) {
+            size_t mask = table_size - 1;
+            size_t h = (size_t)frames_hash(g->backtrace_frames, g->num_backtrace_frames) & mask;
+            struct UnreachableLeak *rep = NULL;
+            while (table[h] != UINT32_MAX) {
+                if (same_backtrace(&groups[table[h]], g)) {
+                    rep = &groups[table[h]];
+                    break;
+                }
+                h = (h + 1) & mask;
+            }
+            if (rep) {
+                rep->similar_count++;
+                rep->similar_size = sat_add(rep->similar_size, g->size);
+                rep->similar_referenced_count =
+                    sat_add(rep->similar_referenced_count, g->referenced_count);
+                rep->similar_referenced_size =
+                    sat_add(rep->similar_referenced_size, g->referenced_size);
+                continue;
+            }
+            table[h] = (uint32_t)ng;
+        }
+        ng++;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        struct UnreachableLeak *g = &groups[i];
+        g->total_size = sat_add(sat_add(g->size, g->referenced_size),
+                                sat_add(g->similar_size, g->similar_referenced_size));
+        order[i].total_size = g->total_size;
+        order[i].begin = g->begin;
+        order[i].group = (uint32_t)i;
+    }
+    hs_sort(order, ng, sizeof(*order), by_total_size, NULL);
+
+    out->num_groups = ng;
+    size_t keep = ng < limit ? ng : limit;
+    if (keep > 0) {
+        out->leaks = hs_arena_alloc(arena, keep * sizeof(*out->leaks));
+        if (!out->leaks) {
+            r = -ENOMEM;
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < keep; i++) {
+        struct UnreachableLeak *l = &out->leaks[i];
+        *l = groups[order[i].group];
+        l->contents_length =
+            l->size < UNREACHABLE_CONTENTS_LENGTH ? l->size : UNREACHABLE_CONTENTS_LENGTH;
+        hs_mu_read_guarded(l->contents, l->begin, l->contents_length);
+    }
+    out->num_leaks = keep;
+
+done:
+    hs_arena_free(arena, groups, groups_bytes);
+    hs_arena_free(arena, table, table_size * sizeof(uint32_t));
+    hs_arena_free(arena, order, (n ? n : 1) * sizeof(*order));
+    return r;
+}
+
+void hs_mu_leak_grouping_free(struct hs_mu_grouping *g, struct hs_arena *arena)
+{
+    if (g->leaks)
+        hs_arena_free(arena, g->leaks, g->num_leaks * sizeof(*g->leaks));
+    memset(g, 0, sizeof(*g));
+}

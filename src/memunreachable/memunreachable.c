@@ -1,0 +1,294 @@
+/* memunreachable.c: libmemunreachable's public API (include/heapscope/memunreachable.h),
+ * the check that check_unreachable_on_signal runs, and the check at exit that
+ * `heapscope leaks -- PROGRAM` asks for.
+ *
+ * A check: find the allocator's introspection (the preloaded malloc debug shim's, or the
+ * copy embedded in this library), open a pipe, let the collector stop the threads and fork
+ * the sweeper (collector.c), read the sweeper's result from the pipe (result_codec.c). One
+ * check at a time per process. Runs in ordinary program context: it may allocate.
+ */
+#define _GNU_SOURCE
+#include "heapscope/memunreachable.h"
+
+#include "capture.h"
+#include "collector.h"
+#include "env.h"
+#include "errno_text.h"
+#include "format.h"
+#include "log.h"
+#include "report_text.h"
+#include "result_codec.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HS_EXPORT __attribute__((visibility("default")))
+#define CAPTURE_TIMEOUT_MS 5000   /* threads stopped, maps read, sweeper forked */
+#define RESULT_TIMEOUT_MS 300000  /* the sweeper's walk of the whole heap */
+
+static pthread_mutex_t g_check_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct UnreachableMemoryStats g_last_stats; /* guarded by g_check_lock */
+
+static void mu_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void mu_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    hs_vlog_tag("memunreachable", fmt, ap);
+    va_end(ap);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void ignore_block(uintptr_t ptr, size_t size, void *arg)
+{
+    (void)ptr, (void)size, (void)arg;
+}
+
+/* The allocator introspection of whichever malloc debug copy serves the program. */
+static bool find_heap_source(struct hs_mu_heap_source *heap)
+{
+    memset(heap, 0, sizeof(*heap));
+    heap->iterate = (__typeof(heap->iterate))dlsym(RTLD_DEFAULT, "malloc_iterate");
+    heap->backtrace = (__typeof(heap->backtrace))dlsym(RTLD_DEFAULT, "malloc_backtrace");
+    heap->disable = (__typeof(heap->disable))dlsym(RTLD_DEFAULT, "malloc_disable");
+    heap->enable = (__typeof(heap->enable))dlsym(RTLD_DEFAULT, "malloc_enable");
+    if (!heap->iterate || !heap->disable || !heap->enable) {
+        mu_log("cannot check for unreachable memory: no allocator introspection "
+               "(malloc_iterate) in this process");
+        return false;
+    }
+    if (heap->iterate(0, 0, ignore_block, NULL) != 0) {
+        mu_log("cannot check for unreachable memory: allocations are not tracked; add "
+               "verify_pointers or backtrace to LIBC_DEBUG_MALLOC_OPTIONS");
+        return false;
+    }
+    return true;
+}
+
+HS_EXPORT bool GetUnreachableMemory(struct UnreachableMemoryInfo *info, size_t limit)
+{
+    if (!info)
+        return false;
+    if (info->version != 0) {
+        mu_log("unsupported UnreachableMemoryInfo.version %zu in GetUnreachableMemory",
+               info->version);
+        return false;
+    }
+    hs_log_init_program();
+    memset(info, 0, sizeof(*info));
+    struct hs_mu_heap_source heap;
+    if (!find_heap_source(&heap))
+        return false;
+
+    int saved_errno = errno;
+    pthread_mutex_lock(&g_check_lock);
+    uint64_t start = now_ns();
+    int fds[2];
+    int rc = pipe2(fds, O_CLOEXEC) == 0 ? 0 : -errno;
+    struct hs_mu_collect_stats stats;
+    memset(&stats, 0, sizeof(stats));
+    if (rc == 0) {
+        rc = hs_mu_collect(&heap, limit, fds[1], &stats, CAPTURE_TIMEOUT_MS);
+        close(fds[1]); /* the sweeper has its own copy */
+        if (rc == 0)
+            rc = hs_mu_result_read(fds[0], info, RESULT_TIMEOUT_MS);
+        close(fds[0]);
+        hs_mu_collect_finish(&stats);
+    } else {
+        mu_log("cannot check for unreachable memory: pipe: %s", hs_errno_text(-rc));
+    }
+    g_last_stats.pause_ns = stats.pause_ns;
+    g_last_stats.total_ns = now_ns() - start;
+    g_last_stats.num_threads = stats.num_threads;
+    pthread_mutex_unlock(&g_check_lock);
+    errno = saved_errno;
+    if (rc != 0)
+        FreeUnreachableMemory(info);
+    return rc == 0;
+}
+
+HS_EXPORT void FreeUnreachableMemory(struct UnreachableMemoryInfo *info)
+{
+    if (!info)
+        return;
+    free(info->leaks);
+    info->leaks = NULL;
+    info->num_reported_leaks = 0;
+}
+
+HS_EXPORT void GetLastUnreachableMemoryStats(struct UnreachableMemoryStats *stats)
+{
+    pthread_mutex_lock(&g_check_lock);
+    *stats = g_last_stats;
+    pthread_mutex_unlock(&g_check_lock);
+}
+
+/* A growing string for the text report. */
+struct text {
+    char *data;
+    size_t len, cap;
+    bool failed;
+};
+
+static void append_line(const char *line, size_t len, void *ctx)
+{
+    struct text *t = ctx;
+    if (t->failed)
+        return;
+    if (t->len + len + 2 > t->cap) {
+        size_t cap = (t->cap ? t->cap * 2 : 4096) + len;
+        char *data = realloc(t->data, cap);
+        if (!data) {
+            t->failed = true;
+            return;
+        }
+        t->data = data;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, line, len);
+    t->len += len;
+    t->data[t->len++] = '\n';
+    t->data[t->len] = '\0';
+}
+
+HS_EXPORT char *GetUnreachableMemoryString(bool log_contents, size_t limit)
+{
+    struct UnreachableMemoryInfo info = {0};
+    if (!GetUnreachableMemory(&info, limit))
+        return NULL;
+    struct text t = {0};
+    hs_mu_report_text(&info, log_contents, append_line, &t);
+    FreeUnreachableMemory(&info);
+    if (t.failed) {
+        free(t.data);
+        return NULL;
+    }
+    return t.data ? t.data : strdup("");
+}
+
+HS_EXPORT void FreeUnreachableMemoryString(char *text)
+{
+    free(text);
+}
+
+static void log_line(const char *line, size_t len, void *ctx)
+{
+    (void)ctx;
+    mu_log("%.*s", (int)len, line);
+}
+
+static void log_summary(const struct UnreachableMemoryInfo *info)
+{
+    char line[256];
+    hs_mu_summary_line(info, line, sizeof(line));
+    mu_log("%s", line);
+}
+
+HS_EXPORT bool LogUnreachableMemory(bool log_contents, size_t limit)
+{
+    struct UnreachableMemoryInfo info = {0};
+    if (!GetUnreachableMemory(&info, limit))
+        return false;
+    log_summary(&info);
+    hs_mu_report_text(&info, log_contents, log_line, NULL);
+    FreeUnreachableMemory(&info);
+    return true;
+}
+
+HS_EXPORT bool NoLeaks(void)
+{
+    struct UnreachableMemoryInfo info = {0};
+    if (!GetUnreachableMemory(&info, 0))
+        return false;
+    bool none = info.num_leaks == 0;
+    FreeUnreachableMemory(&info);
+    return none;
+}
+
+/* ---- checks asked for from outside ---------------------------------------------------- */
+
+static size_t env_number(const char *name, size_t fallback)
+{
+    char value[32];
+    if (hs_env_get(name, value, sizeof(value)) <= 0)
+        return fallback;
+    char *end;
+    unsigned long long v = strtoull(value, &end, 10);
+    return *end ? fallback : (size_t)v;
+}
+
+/* Writes text to path through a temporary file and a rename, so a reader never sees half a
+ * report. */
+static void write_report_file(const char *path, const char *text, size_t len)
+{
+    char tmp[128];
+    hs_format(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        mu_log("cannot write %s: %s", tmp, hs_errno_text(errno));
+        return;
+    }
+    bool ok = true;
+    for (size_t done = 0; done < len && ok;) {
+        ssize_t w = write(fd, text + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        done += ok ? (size_t)w : 0;
+    }
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        mu_log("cannot write %s: %s", path, hs_errno_text(errno));
+        unlink(tmp);
+    }
+}
+
+/* Called by the malloc debug shim's check_unreachable_on_signal thread (SIGRTMAX-16): logs the
+ * report and leaves it in /tmp/heapscope_unreachable.<pid>.txt for `heapscope leaks -p`. */
+HS_EXPORT void heapscope_unreachable_check(void)
+{
+    bool contents = env_number("HEAPSCOPE_UNREACHABLE_CONTENTS", 0) != 0;
+    size_t limit = env_number("HEAPSCOPE_UNREACHABLE_LIMIT", 100);
+    char path[64];
+    hs_format(path, sizeof(path), "/tmp/heapscope_unreachable.%d.txt", (int)getpid());
+    struct UnreachableMemoryInfo info = {0};
+    if (!GetUnreachableMemory(&info, limit)) {
+        static const char failed[] = "error: the unreachable-memory check failed; the "
+                                     "process's log says why\n";
+        write_report_file(path, failed, sizeof(failed) - 1);
+        return;
+    }
+    log_summary(&info);
+    hs_mu_report_text(&info, contents, log_line, NULL);
+    struct text t = {0};
+    hs_mu_report_text(&info, contents, append_line, &t);
+    FreeUnreachableMemory(&info);
+    if (!t.failed && t.data)
+        write_report_file(path, t.data, t.len);
+    free(t.data);
+}
+
+/* `heapscope leaks -- PROGRAM`: the check at exit. */
+__attribute__((destructor)) static void check_at_exit(void)
+{
+    if (env_number("HEAPSCOPE_UNREACHABLE_AT_EXIT", 0) == 0)
+        return;
+    LogUnreachableMemory(env_number("HEAPSCOPE_UNREACHABLE_CONTENTS", 0) != 0,
+                         env_number("HEAPSCOPE_UNREACHABLE_LIMIT", 100));
+}

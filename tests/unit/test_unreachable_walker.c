@@ -1,0 +1,384 @@
+/* test_unreachable_walker.c: the heap walker (src/memunreachable/heap_walker.c): allocation
+ * index and lookup, marking from root ranges and register values, interior pointers, one past
+ * the end, alignment, deep chains and cycles, and the fault guard (PROT_NONE blocks and root
+ * pages, faults outside the guarded range still crash).
+ */
+#define _GNU_SOURCE
+#include "check.h"
+#include "heap_walker.h"
+#include "log.h"
+#include "test_unreachable_fake_heap.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct hs_arena g_arena;
+
+static char g_log[64][512];
+static size_t g_nlog;
+
+static void sink(const char *line, size_t len, void *ctx)
+{
+    (void)ctx;
+    if (g_nlog >= 64)
+        return;
+    if (len >= sizeof(g_log[0]))
+        len = sizeof(g_log[0]) - 1;
+    memcpy(g_log[g_nlog], line, len);
+    g_log[g_nlog][len] = '\0';
+    g_nlog++;
+}
+
+static void build(struct hs_mu_heap_walker *w)
+{
+    hs_mu_heap_walker_init(w, &g_arena);
+    CHECK_EQ(hs_mu_heap_walker_collect(w, &g_fake_heap), 0);
+    CHECK_EQ(hs_mu_heap_walker_finish(w), 0);
+}
+
+static size_t index_of(const struct hs_mu_heap_walker *w, const void *p)
+{
+    for (size_t i = 0; i < w->num_allocs; i++)
+        if (w->allocs[i].begin == (uintptr_t)p)
+            return i;
+    return HS_MU_NONE;
+}
+
+static bool marked(const struct hs_mu_heap_walker *w, const void *p)
+{
+    size_t i = index_of(w, p);
+    return i != HS_MU_NONE && hs_mu_heap_walker_is_marked(w, i);
+}
+
+/* ---- Lookup ---------------------------------------------------------------------------- */
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+static size_t reference_find(const uintptr_t *b, const uintptr_t *e, size_t n, uintptr_t a)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (e[mid] <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && b[lo] <= a ? lo : HS_MU_NONE;
+}
+
+static void test_lookup_random(void)
+{
+    check_context("lookup against a reference, random layout with big blocks");
+    /* Fake addresses only: nothing is read. */
+    enum { N = 20000 };
+    static uintptr_t begins[N], ends[N];
+    static bool zero[N];
+    fake_reset();
+    uintptr_t cur = 0x10000000;
+    for (size_t i = 0; i < N; i++) {
+        cur += (rnd() % 4 == 0) ? (rnd() % 70000) : 16 * (rnd() % 3);
+        size_t size;
+        switch (rnd() % 20) {
+        case 0:
+            size = 300000 + rnd() % 3000000; /* big */
+            break;
+        case 1:
+            size = 0; /* counts as one byte */
+            break;
+        default:
+            size = 1 + rnd() % 3000;
+        }
+        zero[i] = size == 0;
+        begins[i] = cur;
+        ends[i] = cur + (size ? size : 1);
+        cur = (ends[i] + 15) & ~(uintptr_t)15;
+    }
+    /* Insert in a shuffled order. */
+    static uint32_t order[N];
+    for (size_t i = 0; i < N; i++)
+        order[i] = (uint32_t)i;
+    for (size_t i = N - 1; i > 0; i--) {
+        size_t j = rnd() % (i + 1);
+        uint32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (size_t i = 0; i < N; i++) {
+        size_t k = order[i];
+        fake_add((void *)begins[k], zero[k] ? 0 : ends[k] - begins[k]);
+    }
+    struct hs_mu_heap_walker w;
+    build(&w);
+    CHECK_EQ(w.num_allocs, N);
+    CHECK(w.num_big > 0);
+    bool sorted = true;
+    for (size_t i = 0; i < w.num_allocs; i++)
+        sorted &= w.allocs[i].begin == begins[i] && w.allocs[i].end == ends[i];
+    CHECK(sorted);
+    size_t bad = 0;
+    for (size_t i = 0; i < N; i++) {
+        uintptr_t probes[] = {begins[i], ends[i] - 1, ends[i], begins[i] - 1,
+                              begins[i] + (ends[i] - begins[i]) / 2};
+        for (size_t k = 0; k < sizeof(probes) / sizeof(probes[0]); k++)
+            bad += hs_mu_heap_walker_find(&w, probes[k]) !=
+                   reference_find(begins, ends, N, probes[k]);
+    }
+    for (size_t k = 0; k < 200000; k++) {
+        uintptr_t a = begins[0] - 100 + rnd() % (ends[N - 1] - begins[0] + 200);
+        bad += hs_mu_heap_walker_find(&w, a) != reference_find(begins, ends, N, a);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(hs_mu_heap_walker_find(&w, 0), HS_MU_NONE);
+    CHECK_EQ(hs_mu_heap_walker_find(&w, UINTPTR_MAX), HS_MU_NONE);
+    CHECK_EQ(hs_mu_heap_walker_first_ending_after(&w, begins[5]), 5);
+    CHECK_EQ(hs_mu_heap_walker_first_ending_after(&w, ends[5] - 1), 5);
+    CHECK_EQ(hs_mu_heap_walker_first_ending_after(&w, ends[5]), 6);
+    CHECK_EQ(hs_mu_heap_walker_first_ending_after(&w, ends[N - 1]), N);
+    size_t bytes = 0;
+    for (size_t i = 0; i < N; i++)
+        bytes += ends[i] - begins[i];
+    CHECK_EQ(w.allocation_bytes, bytes);
+    hs_mu_heap_walker_destroy(&w);
+}
+
+static void test_lookup_edges(void)
+{
+    check_context("empty heap, overlap, zero size");
+    fake_reset();
+    struct hs_mu_heap_walker w;
+    build(&w);
+    CHECK_EQ(w.num_allocs, 0);
+    CHECK_EQ(hs_mu_heap_walker_find(&w, 0x1000), HS_MU_NONE);
+    CHECK(hs_mu_heap_walker_add_root(&w, 0x1000, 0x1000)); /* empty: ignored */
+    hs_mu_heap_walker_mark(&w);                             /* nothing to do, no crash */
+    hs_mu_heap_walker_destroy(&w);
+
+    fake_reset();
+    fake_add((void *)0x100000, 100);
+    fake_add((void *)0x100010, 100); /* overlaps the first: dropped */
+    fake_add((void *)0x200000, 0);
+    g_nlog = 0;
+    hs_log_set_sink(sink, NULL);
+    build(&w);
+    hs_log_set_sink(NULL, NULL);
+    CHECK_EQ(w.num_allocs, 2);
+    CHECK_EQ(w.dropped_overlapping, 1);
+    CHECK_EQ(g_nlog, 1);
+    CHECK(strstr(g_log[0], "overlaps") != NULL);
+    CHECK_EQ(hs_mu_heap_walker_find(&w, 0x200000), 1);
+    CHECK_EQ(hs_mu_heap_walker_find(&w, 0x200001), HS_MU_NONE);
+    CHECK_EQ(w.allocs[1].end - w.allocs[1].begin, 1);
+    hs_mu_heap_walker_destroy(&w);
+}
+
+/* ---- Marking ------------------------------------------------------------------------- */
+
+static void test_mark_basic(void)
+{
+    check_context("interior pointers, one past the end, alignment, registers");
+    fake_reset();
+    uintptr_t *root = fake_carve(64); /* not a block: a root range */
+    uintptr_t *a = fake_block(64), *b = fake_block(64), *c = fake_block(64);
+    uintptr_t *d = fake_block(64), *e = fake_block(64), *f = fake_block(64);
+    uintptr_t *g = fake_block(64), *r = fake_block(48), *s = fake_block(24);
+    root[0] = (uintptr_t)a + 40;        /* interior pointer into a */
+    a[3] = (uintptr_t)b + 63;           /* last byte of b */
+    root[1] = (uintptr_t)c + 64;        /* one past the end of c: not a reference */
+    b[0] = (uintptr_t)e;                /* a -> b -> e */
+    /* d referenced only from a misaligned word of root. */
+    uintptr_t dp = (uintptr_t)d;
+    memcpy((uint8_t *)root + 17, &dp, sizeof(dp));
+    f[0] = (uintptr_t)g; /* f -> g, f unreferenced: both unreached */
+    r[5] = (uintptr_t)s; /* r reached through a register value, s through r */
+
+    struct hs_mu_heap_walker w;
+    build(&w);
+    CHECK(hs_mu_heap_walker_add_root(&w, (uintptr_t)root, (uintptr_t)root + 64));
+    CHECK(hs_mu_heap_walker_add_root_value(&w, (uintptr_t)r + 47));
+    CHECK(hs_mu_heap_walker_add_root_value(&w, (uintptr_t)s + 24)); /* one past: no */
+    hs_mu_heap_walker_mark(&w);
+    CHECK(marked(&w, a));
+    CHECK(marked(&w, b));
+    CHECK(!marked(&w, c));
+    CHECK(!marked(&w, d));
+    CHECK(marked(&w, e));
+    CHECK(!marked(&w, f));
+    CHECK(!marked(&w, g));
+    CHECK(marked(&w, r));
+    CHECK(marked(&w, s));
+    CHECK_EQ(w.num_marked, 5);
+    hs_mu_heap_walker_destroy(&w);
+
+    check_context("root range ends are rounded inwards to whole words");
+    fake_reset();
+    root = fake_carve(64);
+    a = fake_block(32);
+    b = fake_block(32);
+    root[0] = (uintptr_t)a;
+    root[2] = (uintptr_t)b;
+    build(&w);
+    /* [root + 1, root + 23): root[0] is not whole inside, root[1] is, root[2] is not. */
+    CHECK(hs_mu_heap_walker_add_root(&w, (uintptr_t)root + 1, (uintptr_t)root + 23));
+    hs_mu_heap_walker_mark(&w);
+    CHECK(!marked(&w, a));
+    CHECK(!marked(&w, b));
+    hs_mu_heap_walker_destroy(&w);
+}
+
+static void test_mark_cycles_and_chains(void)
+{
+    check_context("1000-block cycle, reached and not");
+    fake_reset();
+    enum { CYCLE = 1000 };
+    uintptr_t *blocks[CYCLE], *other[CYCLE];
+    for (size_t i = 0; i < CYCLE; i++)
+        blocks[i] = fake_block(32);
+    for (size_t i = 0; i < CYCLE; i++)
+        other[i] = fake_block(32);
+    for (size_t i = 0; i < CYCLE; i++) {
+        blocks[i][1] = (uintptr_t)blocks[(i + 1) % CYCLE];
+        other[i][2] = (uintptr_t)other[(i + 1) % CYCLE] + 8;
+    }
+    uintptr_t *root = fake_carve(8);
+    root[0] = (uintptr_t)blocks[CYCLE / 2];
+    struct hs_mu_heap_walker w;
+    build(&w);
+    hs_mu_heap_walker_add_root(&w, (uintptr_t)root, (uintptr_t)root + 8);
+    hs_mu_heap_walker_mark(&w);
+    CHECK_EQ(w.num_marked, CYCLE);
+    size_t ok = 0;
+    for (size_t i = 0; i < CYCLE; i++)
+        ok += marked(&w, blocks[i]) && !marked(&w, other[i]);
+    CHECK_EQ(ok, CYCLE);
+    hs_mu_heap_walker_destroy(&w);
+
+    check_context("a 300000-block chain (no recursion)");
+    fake_reset();
+    enum { CHAIN = 300000 };
+    uintptr_t *prev = NULL, *first = NULL;
+    for (size_t i = 0; i < CHAIN; i++) {
+        uintptr_t *blk = fake_block(16);
+        if (prev)
+            prev[1] = (uintptr_t)blk;
+        else
+            first = blk;
+        prev = blk;
+    }
+    build(&w);
+    hs_mu_heap_walker_add_root_value(&w, (uintptr_t)first);
+    hs_mu_heap_walker_mark(&w);
+    CHECK_EQ(w.num_marked, CHAIN);
+    hs_mu_heap_walker_destroy(&w);
+}
+
+/* ---- Fault guard --------------------------------------------------------------------- */
+
+static void test_prot_none(void)
+{
+    check_context("a PROT_NONE block referenced from a root");
+    fake_reset();
+    long ps = sysconf(_SC_PAGESIZE);
+    uint8_t *pages = mmap(NULL, 3 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                          -1, 0);
+    CHECK(pages != MAP_FAILED);
+    uintptr_t *inside = fake_block(32); /* referenced only from the protected block */
+    ((uintptr_t *)(pages + ps))[0] = (uintptr_t)inside;
+    fake_add(pages + ps, ps); /* the protected block */
+    uintptr_t *after = fake_block(32);
+    ((uintptr_t *)(pages + 2 * ps))[0] = (uintptr_t)after; /* in an unreadable root page */
+    CHECK_EQ(mprotect(pages + ps, 2 * ps, PROT_NONE), 0);
+    uintptr_t *root = fake_carve(8);
+    root[0] = (uintptr_t)pages + ps + 100;
+
+    struct hs_mu_heap_walker w;
+    build(&w);
+    hs_mu_heap_walker_add_root(&w, (uintptr_t)root, (uintptr_t)root + 8);
+    hs_mu_heap_walker_add_root(&w, (uintptr_t)pages + 2 * ps, (uintptr_t)pages + 3 * ps);
+    g_nlog = 0;
+    hs_log_set_sink(sink, NULL);
+    CHECK_EQ(hs_mu_fault_guard_install(), 0);
+    CHECK_EQ(hs_mu_fault_guard_install(), EBUSY);
+    hs_mu_heap_walker_mark(&w);
+    size_t skipped = hs_mu_fault_guard_skipped_pages();
+    hs_mu_fault_guard_remove();
+    hs_log_set_sink(NULL, NULL);
+    CHECK(marked(&w, pages + ps));
+    CHECK(!marked(&w, inside)); /* its page read as zeros */
+    CHECK(!marked(&w, after));
+    CHECK_EQ(skipped, 2);
+    CHECK_EQ(g_nlog, 1); /* logged once */
+    CHECK(strstr(g_log[0], "skipped unreadable page at 0x") != NULL);
+    /* The pages are now readable zeros (in the sweeper: its private copy). */
+    CHECK_EQ(((volatile uintptr_t *)(pages + ps))[0], 0);
+    hs_mu_heap_walker_destroy(&w);
+
+    check_context("guarded copy of an unreadable range");
+    uint8_t *q = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(q, 0x41, 2 * ps);
+    mprotect(q + ps, ps, PROT_NONE);
+    uint8_t buf[64];
+    CHECK_EQ(hs_mu_fault_guard_install(), 0);
+    hs_mu_read_guarded(buf, (uintptr_t)q + ps - 29, sizeof(buf)); /* odd start, crosses */
+    CHECK_EQ(hs_mu_fault_guard_skipped_pages(), 1);
+    hs_mu_fault_guard_remove();
+    size_t ok = 0;
+    for (size_t i = 0; i < sizeof(buf); i++)
+        ok += buf[i] == (i < 29 ? 0x41 : 0);
+    CHECK_EQ(ok, sizeof(buf));
+    munmap(q, 2 * ps);
+    munmap(pages, 3 * ps);
+}
+
+static void test_fault_outside_guard(void)
+{
+    check_context("a fault outside the guarded range still kills");
+    long ps = sysconf(_SC_PAGESIZE);
+    uint8_t *p = mmap(NULL, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        hs_mu_fault_guard_install();
+        hs_mu_fault_guard_enter((uintptr_t)p + 4 * ps, (uintptr_t)p + 5 * ps);
+        (void)*(volatile uint8_t *)p;
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
+
+    check_context("the previous handler gets faults that are not ours");
+    pid = fork();
+    if (pid == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = _exit; /* exits with the signal number */
+        sigaction(SIGSEGV, &sa, NULL);
+        hs_mu_fault_guard_install();
+        (void)*(volatile uint8_t *)p;
+        _exit(0);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == SIGSEGV);
+    munmap(p, ps);
+}
+
+int main(void)
+{
+    test_lookup_random();
+    test_lookup_edges();
+    test_mark_basic();
+    test_mark_cycles_and_chains();
+    test_prot_none();
+    test_fault_outside_guard();
+    return check_report();
+}
