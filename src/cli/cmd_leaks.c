@@ -141,7 +141,11 @@ static bool target_ready(pid_t pid)
     size_t len;
     char *maps = read_small_file(path, &len);
     if (!maps) {
-        fprintf(stderr, "heapscope leaks: cannot read %s: %s\n", path, strerror(errno));
+        if (errno == EACCES || errno == EPERM)
+            fprintf(stderr, "heapscope leaks: not allowed to inspect process %d (%s): it runs "
+                            "as another user or under ptrace restrictions\n", (int)pid, path);
+        else
+            fprintf(stderr, "heapscope leaks: cannot read %s: %s\n", path, strerror(errno));
         return false;
     }
     bool detector = strstr(maps, "/libmemunreachable.so") != NULL;

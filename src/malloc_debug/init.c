@@ -127,6 +127,12 @@ static int configure(void)
     hs_md.extra_bytes = (cfg->options & HS_OPT_EXPAND_ALLOC) ? cfg->expand_alloc_bytes : 0;
     if (hs_md.header)
         hs_md.extra_bytes += hs_md_user_offset() + cfg->rear_guard_bytes;
+    /* glibc's pointer to the chunk after a block (the top of the heap, a free chunk) points
+     * at that chunk's header, which overlaps the last 8 bytes of the block's usable space.
+     * With the tables scanned conservatively (the unreachable-memory detector), that pointer
+     * must not fall inside the requested bytes: 8 bytes of slack keep it past them. */
+    if (hs_md.track)
+        hs_md.extra_bytes += 8;
     find_self_range();
     /* Warm libunwind up now: its first capture on a thread sets up caches, and doing that
      * here rather than inside a report keeps reports free of surprises. */

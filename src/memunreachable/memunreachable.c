@@ -81,7 +81,26 @@ static bool find_heap_source(struct hs_mu_heap_source *heap)
     return true;
 }
 
+/* Zeroes the stack below the caller's frame. The check's own frames are then laid over
+ * zeros instead of over what earlier calls left there: a conservative scan of the calling
+ * thread's stack must not find a stale copy of a pointer the program has dropped. */
+static __attribute__((noinline)) void scrub_stack(void)
+{
+    volatile char area[32768];
+    memset((char *)area, 0, sizeof(area));
+    __asm__ volatile("" : : "r"(area) : "memory");
+}
+
+static bool get_unreachable_memory(struct UnreachableMemoryInfo *info, size_t limit);
+
 HS_EXPORT bool GetUnreachableMemory(struct UnreachableMemoryInfo *info, size_t limit)
+{
+    scrub_stack();
+    return get_unreachable_memory(info, limit);
+}
+
+static __attribute__((noinline)) bool get_unreachable_memory(struct UnreachableMemoryInfo *info,
+                                                             size_t limit)
 {
     if (!info)
         return false;

@@ -18,6 +18,17 @@
 static void *volatile g_global;
 static atomic_int g_stop;
 
+/* The detector is conservative: a stale copy of a pointer left in a dead stack slot by an
+ * earlier call keeps its block reachable. The scenarios zero the stack below their frame
+ * (where those calls ran) before each check, so that what they test is the reference they
+ * hold or dropped, not the compiler's leftovers. */
+static __attribute__((noinline)) void scrub(void)
+{
+    volatile char area[65536];
+    memset((char *)area, 0, sizeof(area));
+    __asm__ volatile("" : : "r"(area) : "memory");
+}
+
 /* Runs the check and prints its summary as key=value. */
 static struct UnreachableMemoryInfo check(const char *tag, size_t limit)
 {
@@ -30,19 +41,44 @@ static struct UnreachableMemoryInfo check(const char *tag, size_t limit)
     return info;
 }
 
-static void check_and_free(const char *tag, size_t limit)
+static __attribute__((noinline)) void check_and_free_now(const char *tag, size_t limit)
 {
     struct UnreachableMemoryInfo info = check(tag, limit);
     FreeUnreachableMemory(&info);
 }
 
+#define check_and_free(tag, limit) (scrub(), check_and_free_now(tag, limit))
+
+/* Pointers are hidden by flipping their top bit (a non-canonical address, never inside a
+ * block; flipping a low bit would make an interior pointer, which counts). */
+static void *hide(void *p)
+{
+    return (void *)((uintptr_t)p ^ (1ull << 63));
+}
+
+static __attribute__((noinline)) void *alloc_hidden(size_t n)
+{
+    return hide(malloc(n));
+}
+
 /* A block that only a local variable of this frame refers to. */
 static __attribute__((noinline)) void held_by_stack(void)
 {
-    void *volatile p = malloc(100);
+    void *volatile p = alloc_hidden(100);
+    p = hide(p);
     check_and_free("stack_held", 10);
     p = NULL;
     check_and_free("stack_cleared", 10);
+}
+
+static __attribute__((noinline)) void set_global(size_t size)
+{
+    g_global = hide(alloc_hidden(size));
+}
+
+static __attribute__((noinline)) void set_global_interior(size_t size, size_t offset)
+{
+    g_global = (char *)hide(alloc_hidden(size)) + offset;
 }
 
 static int scenario_basic(void)
@@ -52,23 +88,23 @@ static int scenario_basic(void)
 
     held_by_stack();
 
-    g_global = malloc(200);
+    set_global(200);
     check_and_free("global_held", 10);
-    void *p = g_global;
-    g_global = (void *)((uintptr_t)p ^ 1); /* not a pointer any more */
+    g_global = hide(g_global);
     check_and_free("global_cleared", 10);
-    free(p);
+    free(hide(g_global));
     g_global = NULL;
     check_and_free("global_freed", 10);
 
-    /* Interior pointer: the middle of a block keeps it alive. */
-    char *q = malloc(256);
-    g_global = q + 100;
+    /* Interior pointer: the middle of a block keeps it alive; one past the end does not. */
+    set_global_interior(256, 100);
     check_and_free("interior", 10);
-    g_global = q + 256; /* one past the end is not a reference */
+    g_global = (char *)g_global + 156;
     check_and_free("one_past_end", 10);
-    free(q);
+    free((char *)g_global - 256);
     g_global = NULL;
+    check_and_free("twice_a", 10);
+    check_and_free("twice_b", 10);
     return 0;
 }
 
@@ -76,18 +112,30 @@ static int scenario_basic(void)
 
 static __thread void *t_local;
 static pthread_key_t g_key;
-static atomic_int g_ready;
+static atomic_int g_phase;
+
+static __attribute__((noinline)) void fill_tls(void)
+{
+    t_local = malloc(300);
+    pthread_setspecific(g_key, malloc(400));
+}
 
 static void *tls_holder(void *arg)
 {
     (void)arg;
-    t_local = malloc(300);
-    pthread_setspecific(g_key, malloc(400));
-    atomic_store(&g_ready, 1);
+    fill_tls();
+    scrub();
+    atomic_store(&g_phase, 1);
+    while (atomic_load(&g_phase) == 1)
+        usleep(1000);
+    t_local = hide(t_local);
+    pthread_setspecific(g_key, hide(pthread_getspecific(g_key)));
+    scrub();
+    atomic_store(&g_phase, 3);
     while (!atomic_load(&g_stop))
         usleep(1000);
-    free(t_local);
-    free(pthread_getspecific(g_key));
+    free(hide(t_local));
+    free(hide(pthread_getspecific(g_key)));
     return NULL;
 }
 
@@ -96,9 +144,13 @@ static int scenario_tls(void)
     pthread_key_create(&g_key, NULL);
     pthread_t t;
     pthread_create(&t, NULL, tls_holder, NULL);
-    while (!atomic_load(&g_ready))
+    while (atomic_load(&g_phase) != 1)
         usleep(1000);
     check_and_free("tls", 10);
+    atomic_store(&g_phase, 2);
+    while (atomic_load(&g_phase) != 3)
+        usleep(1000);
+    check_and_free("tls_cleared", 10);
     atomic_store(&g_stop, 1);
     pthread_join(t, NULL);
     return 0;
@@ -111,23 +163,43 @@ static atomic_int g_parked;
 static void *register_holder(void *arg)
 {
     (void)arg;
-    void *p = malloc(500);
-    /* Keep the only copy in r15, wipe the memory one, and wait in a loop that touches only
-     * registers until told to stop. */
-    __asm__ volatile("mov %0, %%r15" : : "r"(p) : "r15");
-    p = NULL;
-    atomic_store(&g_parked, 1);
-    __asm__ volatile("1:\n\t"
+    void *hidden = alloc_hidden(500);
+    scrub();
+    /* Phase 1: the only copy of the pointer is in r15 (every other register that could hold
+     * a leftover is cleared). When told (phase 2): keep it flipped in r14 (no longer a
+     * pointer), clear r15, say so (phase 3), and wait for stop. */
+    __asm__ volatile("mov %2, %%r15\n\t"
+                     "btc $63, %%r15\n\t"
+                     "xor %%ecx, %%ecx\n\t"
+                     "xor %%edx, %%edx\n\t"
+                     "xor %%esi, %%esi\n\t"
+                     "xor %%edi, %%edi\n\t"
+                     "xor %%r8d, %%r8d\n\t"
+                     "xor %%r9d, %%r9d\n\t"
+                     "xor %%r10d, %%r10d\n\t"
+                     "xor %%r11d, %%r11d\n\t"
+                     "movl $1, %0\n\t"
+                     "1:\n\t"
                      "pause\n\t"
                      "movl %0, %%eax\n\t"
+                     "cmpl $2, %%eax\n\t"
+                     "jne 1b\n\t"
+                     "mov %%r15, %%r14\n\t"
+                     "btc $63, %%r14\n\t"
+                     "xor %%r15, %%r15\n\t"
+                     "movl $3, %0\n\t"
+                     "2:\n\t"
+                     "pause\n\t"
+                     "movl %1, %%eax\n\t"
                      "testl %%eax, %%eax\n\t"
-                     "jz 1b\n\t"
-                     :
-                     : "m"(g_stop)
-                     : "rax", "memory");
+                     "jz 2b\n\t"
+                     : "+m"(g_parked)
+                     : "m"(g_stop), "m"(hidden)
+                     : "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r14", "r15",
+                       "memory");
     void *back;
-    __asm__ volatile("mov %%r15, %0" : "=r"(back));
-    free(back);
+    __asm__ volatile("mov %%r14, %0" : "=r"(back));
+    free(hide(back));
     return NULL;
 }
 
@@ -135,10 +207,14 @@ static int scenario_register(void)
 {
     pthread_t t;
     pthread_create(&t, NULL, register_holder, NULL);
-    while (!atomic_load(&g_parked))
+    while (atomic_load(&g_parked) != 1)
         usleep(1000);
     usleep(10000);
     check_and_free("register", 10);
+    atomic_store(&g_parked, 2);
+    while (atomic_load(&g_parked) != 3)
+        usleep(1000);
+    check_and_free("register_cleared", 10);
     atomic_store(&g_stop, 1);
     pthread_join(t, NULL);
     return 0;
@@ -153,19 +229,24 @@ static int scenario_dlopen(const char *lib_path)
         printf("dlopen failed: %s\n", dlerror());
         return 1;
     }
-    void **slot = (void **)dlsym(lib, "mu_lib_global");
-    *slot = malloc(600);
+    void **volatile slot = (void **)dlsym(lib, "mu_lib_global");
+    if (!slot) {
+        printf("dlsym failed: %s\n", dlerror());
+        return 1;
+    }
+    *slot = hide(alloc_hidden(600));
     check_and_free("dlopen_held", 10);
-    void *p = *slot;
-    *slot = (void *)((uintptr_t)p ^ 1);
+    *slot = hide(*slot);
     check_and_free("dlopen_cleared", 10);
-    free(p);
+    free(hide(*slot));
     return 0;
 }
 
 /* ---- graphs of leaked blocks ---- */
 
-static int scenario_cycle(size_t n, int entry)
+/* Builds n blocks in a cycle (and an entry block pointing into it); nothing else refers to
+ * them once this frame is gone. */
+static __attribute__((noinline)) void make_cycle(size_t n, int entry)
 {
     void **first = malloc(sizeof(void *) * 2);
     void **prev = first;
@@ -179,7 +260,12 @@ static int scenario_cycle(size_t n, int entry)
         void **e = malloc(sizeof(void *) * 2);
         e[0] = first;
     }
-    first = prev = NULL;
+}
+
+static int scenario_cycle(size_t n, int entry)
+{
+    make_cycle(n, entry);
+    scrub();
     struct UnreachableMemoryInfo info = check("cycle", 2000);
     size_t max_ref = 0, min_ref = SIZE_MAX;
     for (size_t i = 0; i < info.num_reported_leaks; i++) {
@@ -192,22 +278,30 @@ static int scenario_cycle(size_t n, int entry)
     return 0;
 }
 
-static int scenario_many(void)
+static __attribute__((noinline)) void make_many(void)
 {
     for (int i = 0; i < 1024; i++)
         (void)malloc(32);
+}
+
+static int scenario_many(void)
+{
+    make_many();
     check_and_free("many", 100);
     return 0;
 }
 
 /* A leak whose text report the test compares exactly. */
-static int scenario_report(void)
+static __attribute__((noinline)) void make_report_leak(void)
 {
     char *p = malloc(40);
     memcpy(p, "heapscope leak report 0123456789ABCDEFGH", 40);
     printf("leak=%lx\n", (unsigned long)(uintptr_t)p);
-    fflush(stdout);
-    p = NULL;
+}
+
+static int scenario_report(void)
+{
+    make_report_leak();
     char *text = GetUnreachableMemoryString(true, 10);
     fputs(text ? text : "(null)\n", stdout);
     FreeUnreachableMemoryString(text);
@@ -217,12 +311,12 @@ static int scenario_report(void)
 /* A referenced block made unreadable: the walker must not crash. */
 static int scenario_protnone(void)
 {
-    void *p = aligned_alloc(4096, 8192);
-    g_global = p;
-    mprotect(p, 8192, PROT_NONE);
+    g_global = aligned_alloc(4096, 8192);
+    scrub();
+    mprotect(g_global, 8192, PROT_NONE);
     check_and_free("protnone", 10);
-    mprotect(p, 8192, PROT_READ | PROT_WRITE);
-    free(p);
+    mprotect(g_global, 8192, PROT_READ | PROT_WRITE);
+    free(g_global);
     g_global = NULL;
     return 0;
 }
@@ -286,6 +380,11 @@ static void *signaller(void *arg)
     return NULL;
 }
 
+static __attribute__((noinline)) void make_leak_777(void)
+{
+    (void)malloc(777);
+}
+
 static int scenario_load(int nthreads)
 {
     signal(SIGUSR1, on_usr1);
@@ -300,8 +399,7 @@ static int scenario_load(int nthreads)
     pthread_create(&t[nthreads + 1], NULL, spawner, NULL);
     pthread_create(&t[nthreads + 2], NULL, signaller, NULL);
     usleep(20000);
-    void *leak = malloc(777);
-    leak = NULL;
+    make_leak_777();
     int before = atomic_load(&g_signals);
     check_and_free("load1", 10);
     check_and_free("load2", 10);
