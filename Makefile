@@ -32,6 +32,7 @@ demo: deps
 bench: deps
 	$(MAKE) build
 	@sh bench/run.sh $(BUILD)
+	@sh bench/leaks.sh $(BUILD)
 
 fuzz: deps
 	$(MAKE) build
