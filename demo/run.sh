@@ -20,4 +20,10 @@ status=0
 "$heapscope" debug -o "guard abort_on_error" -- "$demo_bin" || status=$?
 echo "(exit status $status: killed by SIGABRT)"
 echo
-echo "Next: 'heapscope debug --help', and docs/malloc_debug.md for every option."
+echo
+echo "== 4. A leak: a list whose head is dropped. heapscope leaks reports what is unreachable"
+echo "\$ heapscope leaks --contents -- $build/demo/leak"
+"$heapscope" leaks --contents -- "$build/demo/leak"
+echo
+echo "Next: 'heapscope debug --help', 'heapscope leaks --help', docs/malloc_debug.md and"
+echo "docs/memunreachable.md."

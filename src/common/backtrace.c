@@ -163,12 +163,11 @@ static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const st
     uintptr_t offset;
     const char *suffix = m->deleted ? " (deleted)" : "";
     if (name_of(elf, lookup, bias, name, sizeof(name), &offset)) {
-        put_line(o, "          #%02zu  pc %016lx  %s%s (%s+%lu)", index,
-                 (unsigned long)(pc - bias), m->path, suffix, name,
-                 (unsigned long)(offset + (pc - lookup)));
+        put_line(o, "          #%02zu  pc %016lx  %s%s (%s+%lu)", index, (unsigned long)(pc - bias),
+                 m->path, suffix, name, (unsigned long)(offset + (pc - lookup)));
     } else {
-        put_line(o, "          #%02zu  pc %016lx  %s%s", index, (unsigned long)(pc - bias),
-                 m->path, suffix);
+        put_line(o, "          #%02zu  pc %016lx  %s%s", index, (unsigned long)(pc - bias), m->path,
+                 suffix);
     }
 }
 

@@ -9,10 +9,12 @@
  *  - marked[i] != 0 iff i was marked; then it is pending (bit or stack entry) until scanned,
  *    and scanned exactly once.
  *
- * Cost of marking (measured by bench/unreachable_walk_bench.c, see the report there): the
- * scan loop is one load, one subtract and one predicted compare per word outside the heap's
- * span; a word inside the span costs a hash probe and a binary search over a handful of
- * allocations.
+ * Cost of marking: the scan loop is one load, one subtract and one predicted compare per word
+ * outside the heap's span; a word inside it is queued with a prefetch of its region slot and
+ * looked up in a batch (hash probe, binary search over a handful of allocations, mark byte).
+ * Measured by bench/unreachable_walk_bench.c (10^6 blocks of 1000 bytes, 1 GB, held by a root
+ * array in random order, on a 2-vCPU AMD EPYC VM): marking 75-110 ms, ~10 GB/s, against
+ * ~690 ms for a depth-first walk with unbatched lookups.
  */
 #include "heap_walker.h"
 
@@ -64,9 +66,10 @@ static void on_fault(int sig, siginfo_t *si, void *uctx)
             g_guard.skipped++;
             if (!g_guard.logged) {
                 g_guard.logged = 1;
-                hs_log("unreachable: skipped unreadable page at 0x%lx (read as zeros; later "
-                       "ones are only counted)",
-                       (unsigned long)page);
+                hs_log_tag(HS_MU_LOG_TAG,
+                           "skipped unreadable page at 0x%lx (read as zeros; later "
+                           "ones are only counted)",
+                           (unsigned long)page);
             }
             errno = saved_errno;
             return;
@@ -227,8 +230,8 @@ bool hs_mu_heap_walker_add_allocation(struct hs_mu_heap_walker *w, uintptr_t beg
         size = UINTPTR_MAX - begin;
     if (size == 0)
         return true;
-    if (!grow(w->arena, (void **)&w->allocs, &w->cap_allocs, w->num_allocs + 1,
-              sizeof(*w->allocs), 1024)) {
+    if (!grow(w->arena, (void **)&w->allocs, &w->cap_allocs, w->num_allocs + 1, sizeof(*w->allocs),
+              1024)) {
         w->out_of_memory = true;
         return false;
     }
@@ -258,8 +261,8 @@ int hs_mu_heap_walker_collect(struct hs_mu_heap_walker *w, const struct hs_mu_he
 #define RADIX_BITS 11
 #define RADIX_SIZE (1u << RADIX_BITS)
 #define RADIX_PASSES 6 /* 66 bits >= 64 */
-static struct hs_mu_alloc *radix_sort(struct hs_mu_alloc *allocs, struct hs_mu_alloc *tmp,
-                                      size_t n, size_t (*hist)[RADIX_SIZE])
+static struct hs_mu_alloc *radix_sort(struct hs_mu_alloc *allocs, struct hs_mu_alloc *tmp, size_t n,
+                                      size_t (*hist)[RADIX_SIZE])
 {
     memset(hist, 0, sizeof(size_t) * RADIX_SIZE * RADIX_PASSES);
     for (size_t i = 0; i < n; i++) {
@@ -339,10 +342,10 @@ static void drop_overlapping(struct hs_mu_heap_walker *w)
     for (size_t i = 0; i < w->num_allocs; i++) {
         if (kept > 0 && w->allocs[i].begin < w->allocs[kept - 1].end) {
             if (w->dropped_overlapping++ == 0)
-                hs_log("unreachable: allocation 0x%lx-0x%lx overlaps 0x%lx-0x%lx, ignored",
-                       (unsigned long)w->allocs[i].begin, (unsigned long)w->allocs[i].end,
-                       (unsigned long)w->allocs[kept - 1].begin,
-                       (unsigned long)w->allocs[kept - 1].end);
+                hs_log_tag(HS_MU_LOG_TAG, "allocation 0x%lx-0x%lx overlaps 0x%lx-0x%lx, ignored",
+                           (unsigned long)w->allocs[i].begin, (unsigned long)w->allocs[i].end,
+                           (unsigned long)w->allocs[kept - 1].begin,
+                           (unsigned long)w->allocs[kept - 1].end);
             continue;
         }
         w->allocs[kept++] = w->allocs[i];
@@ -444,17 +447,23 @@ int hs_mu_heap_walker_finish(struct hs_mu_heap_walker *w)
     return build_index(w);
 }
 
-bool hs_mu_heap_walker_add_root(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end)
+bool hs_mu_heap_walker_add_root_flags(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end,
+                                      unsigned flags)
 {
     if (end <= begin)
         return true;
-    if (!grow(w->arena, (void **)&w->roots, &w->cap_roots, w->num_roots + 1, sizeof(*w->roots),
-              64))
+    if (!grow(w->arena, (void **)&w->roots, &w->cap_roots, w->num_roots + 1, sizeof(*w->roots), 64))
         return false;
     w->roots[w->num_roots].begin = begin;
     w->roots[w->num_roots].end = end;
+    w->roots[w->num_roots].flags = flags;
     w->num_roots++;
     return true;
+}
+
+bool hs_mu_heap_walker_add_root(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end)
+{
+    return hs_mu_heap_walker_add_root_flags(w, begin, end, 0);
 }
 
 bool hs_mu_heap_walker_add_root_value(struct hs_mu_heap_walker *w, uintptr_t value)
@@ -469,8 +478,8 @@ bool hs_mu_heap_walker_add_root_value(struct hs_mu_heap_walker *w, uintptr_t val
 /* ---- Lookup ------------------------------------------------------------------------------ */
 
 /* Last index in [lo, lo + n) whose begin <= addr (n >= 1; lo itself if none). */
-static inline size_t last_begin_at_or_below(const struct hs_mu_alloc *allocs, size_t lo,
-                                            size_t n, uintptr_t addr)
+static inline size_t last_begin_at_or_below(const struct hs_mu_alloc *allocs, size_t lo, size_t n,
+                                            uintptr_t addr)
 {
     while (n > 1) {
         size_t half = n / 2;
@@ -589,8 +598,15 @@ static void flush_batch(struct hs_mu_heap_walker *w)
         if (idx[k] != HS_MU_NONE)
             __builtin_prefetch(&w->marked[idx[k]]);
     }
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; k < n; k++) {
+        if (w->chunk_filter && idx[k] != HS_MU_NONE) {
+            uintptr_t v = w->batch[k];
+            const struct hs_mu_alloc *a = &w->allocs[idx[k]];
+            if ((v & 15) == 0 && v > a->begin && v + 8 >= a->end)
+                continue; /* glibc's pointer to the next chunk's header */
+        }
         mark_index(w, idx[k]);
+    }
 }
 
 /* Scans the aligned words of [begin, end) under the guard. The range test is inlined; the
@@ -622,16 +638,55 @@ static void scan_alloc(struct hs_mu_heap_walker *w, size_t i)
     scan_range(w, w->allocs[i].begin, w->allocs[i].end);
 }
 
+/* Prefetches the start (up to 1 KiB) of the second pending allocation after i. A pass reads
+ * allocations in address order, but skipping the ones not marked breaks the hardware
+ * prefetcher's stream: reading 9 blocks of 1000 bytes out of 10 took twice as long as reading
+ * all of them, and about as long again with this (measured). Never faults: prefetches of
+ * unreadable memory are dropped. */
+static inline void prefetch_ahead(const struct hs_mu_heap_walker *w, size_t i, size_t words)
+{
+    size_t k = i / 64;
+    uint64_t bits = w->pending[k] & ~((2ull << (i % 64)) - 1); /* bits after i */
+    bool second = false;
+    for (size_t steps = 0;;) {
+        for (; bits; bits &= bits - 1) {
+            if (!second) {
+                second = true;
+                continue;
+            }
+            const struct hs_mu_alloc *a = &w->allocs[k * 64 + (size_t)__builtin_ctzll(bits)];
+            size_t len = a->end - a->begin < 1024 ? a->end - a->begin : 1024;
+            for (size_t off = 0; off < len; off += 64)
+                __builtin_prefetch((const void *)(a->begin + off));
+            return;
+        }
+        if (++k >= words || ++steps > 4)
+            return;
+        bits = w->pending[k];
+    }
+}
+
 void hs_mu_heap_walker_mark(struct hs_mu_heap_walker *w)
 {
     if (!w->finished || w->num_allocs == 0)
         return;
     w->use_stack = false;
+    w->chunk_filter = false;
     w->num_batch = 0;
     for (size_t i = 0; i < w->num_root_values; i++)
         mark_index(w, hs_mu_heap_walker_find_slow(w, w->root_values[i]));
-    for (size_t i = 0; i < w->num_roots; i++)
+    for (size_t i = 0; i < w->num_roots; i++) {
+        bool filter = (w->roots[i].flags & HS_MU_ROOT_MALLOC_STATE) != 0;
+        if (filter) {
+            flush_batch(w);
+            w->chunk_filter = true;
+        }
         scan_range(w, w->roots[i].begin, w->roots[i].end);
+        if (filter) {
+            flush_batch(w);
+            w->chunk_filter = false;
+        }
+    }
     flush_batch(w);
 
     size_t words = w->num_allocs / 64 + 1;
@@ -641,9 +696,11 @@ void hs_mu_heap_walker_mark(struct hs_mu_heap_walker *w)
         for (size_t k = 0; k < words; k++) {
             uint64_t bits;
             while ((bits = w->pending[k]) != 0) {
+                size_t i = k * 64 + (size_t)__builtin_ctzll(bits);
                 w->pending[k] = bits & (bits - 1);
                 w->num_pending--;
-                scan_alloc(w, k * 64 + (size_t)__builtin_ctzll(bits));
+                prefetch_ahead(w, i, words);
+                scan_alloc(w, i);
             }
         }
         flush_batch(w);

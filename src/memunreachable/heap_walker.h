@@ -5,8 +5,9 @@
  * allocation. hs_mu_heap_walker_mark() marks every allocation reachable from the roots: a
  * word is a reference when it is 8-byte aligned in memory and its value lies anywhere inside
  * an allocation (begin <= value < end: interior pointers count, one past the end does not).
- * Marking uses an explicit work list (each allocation enters it at most once), never
- * recursion. What stays unmarked is unreachable (leak_folding.h).
+ * Marking keeps what is marked but not yet scanned in explicit structures (a bitmap, then a
+ * stack; each allocation enters once), never recursion. What stays unmarked is unreachable
+ * (leak_folding.h).
  *
  * Order of marking: reading allocations in the order they are discovered (a stack or a queue)
  * jumps around the heap, and each jump costs a TLB and cache miss that the hardware prefetcher
@@ -23,9 +24,9 @@
  * (region -> the run of allocations overlapping it, typically a handful) and a binary search
  * within the run. On a big heap each of these, and the mark byte, is a cache miss, so marking
  * looks candidates up in batches of HS_MU_BATCH with prefetches between the steps (the misses
- * of a batch overlap instead of following one another). Allocations spanning more than HS_MU_BIG_REGIONS regions are not entered
- * region by region (a huge untouched malloc would blow the table up) but kept in a short
- * sorted list searched when the hash has no answer.
+ * of a batch overlap instead of following one another). Allocations spanning more than
+ * HS_MU_BIG_REGIONS regions are not entered region by region (a huge untouched malloc would blow
+ * the table up) but kept in a short sorted list searched when the hash has no answer.
  *
  * Fault tolerance: all reads of the snapshot's memory (root ranges, allocations, contents)
  * go through a guard. hs_mu_fault_guard_install() installs SIGSEGV/SIGBUS handlers; while a
@@ -54,6 +55,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Tag of the sweeper's log lines. */
+#define HS_MU_LOG_TAG "memunreachable"
+
 /* log2 of the region size of the lookup table (4 KiB). */
 #define HS_MU_REGION_SHIFT 12
 /* Allocations overlapping more regions than this go to the "big" list (256 KiB). */
@@ -66,6 +70,19 @@
 struct hs_mu_alloc {
     uintptr_t begin, end; /* [begin, end); end > begin (a 0-byte allocation is given 1 byte) */
 };
+
+/* A root range. */
+struct hs_mu_root {
+    uintptr_t begin, end;
+    unsigned flags; /* HS_MU_ROOT_* */
+};
+
+/* The range holds glibc's malloc state (main_arena, in libc's data): its top, bins and
+ * last-remainder pointers point at chunk headers, and glibc lends the first word of a chunk's
+ * header (prev_size) to the chunk below it, so such a pointer lands in the last 8 bytes of the
+ * allocation below. In these ranges a word that is 16-byte aligned and lies in the last 8 bytes
+ * of an allocation (and is not its first byte) is a chunk pointer, not a reference. */
+#define HS_MU_ROOT_MALLOC_STATE 1u
 
 /* One entry of the region table: the allocations overlapping one region are
  * allocs[first, first + count). key is region number + 1, 0 marks an empty slot. */
@@ -81,7 +98,7 @@ struct hs_mu_heap_walker {
     /* Allocations: sorted by begin and non-overlapping after hs_mu_heap_walker_finish. */
     struct hs_mu_alloc *allocs;
     size_t num_allocs, cap_allocs;
-    size_t allocation_bytes;   /* sum of end - begin */
+    size_t allocation_bytes;    /* sum of end - begin */
     size_t dropped_overlapping; /* ranges dropped because they overlapped another */
     bool finished;
     bool out_of_memory; /* an add failed: the result would be wrong, callers must give up */
@@ -98,6 +115,7 @@ struct hs_mu_heap_walker {
     /* Words that passed the range test, looked up HS_MU_BATCH at a time (see heap_walker.c). */
     uintptr_t batch[HS_MU_BATCH];
     size_t num_batch;
+    bool chunk_filter; /* scanning a HS_MU_ROOT_MALLOC_STATE range */
 
     /* Lookup. span == 0 when there are no allocations (every lookup fails the range test). */
     uintptr_t min;  /* allocs[0].begin */
@@ -109,7 +127,7 @@ struct hs_mu_heap_walker {
     uintptr_t big_min, big_span;
 
     /* Roots. */
-    struct hs_mu_range *roots;
+    struct hs_mu_root *roots;
     size_t num_roots, cap_roots;
     uintptr_t *root_values;
     size_t num_root_values, cap_root_values;
@@ -139,6 +157,8 @@ int hs_mu_heap_walker_finish(struct hs_mu_heap_walker *w);
 /* Roots. Ranges are scanned from begin rounded up to 8 to end rounded down to 8; empty and
  * inverted ranges are ignored. Return false when memory ran out. */
 bool hs_mu_heap_walker_add_root(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end);
+bool hs_mu_heap_walker_add_root_flags(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end,
+                                      unsigned flags);
 bool hs_mu_heap_walker_add_root_value(struct hs_mu_heap_walker *w, uintptr_t value);
 
 /* The index of the allocation containing addr, or HS_MU_NONE. Only after finish. */

@@ -15,8 +15,12 @@
  * Cost: scanning the leaked bytes once (under the fault guard) to build the edges; Tarjan is
  * linear in blocks + edges; the totals take one DFS over the component DAG per root
  * component (with a visited stamp, so a block is counted once per root), linear when the
- * roots' reachable sets are disjoint, as in real leaks; many roots sharing one large
- * subgraph cost roots x subgraph.
+ * roots' reachable sets are disjoint, as in real leaks. Many roots sharing one large subgraph
+ * would cost roots x subgraph, so the DFS steps are capped (HS_MU_FOLD_BUDGET: ~60 ms on a
+ * shared chain, more when the DAG is scattered in memory): past it, the remaining roots get upper
+ * bounds computed over the DAG in one linear pass (shared parts counted once per path, capped at
+ * the leak totals; exact when what lies below is a tree), num_approximate counts them and a line is
+ * logged.
  *
  * Memory from the caller's arena (~40 bytes per leaked allocation plus 4 bytes per edge);
  * everything but the result is freed before returning. Single-threaded; no malloc.
@@ -37,19 +41,27 @@ struct hs_mu_folded_leak {
 };
 
 struct hs_mu_folding {
-    size_t num_leaked;   /* every unreachable allocation */
-    size_t leaked_bytes; /* their bytes */
+    size_t num_leaked;               /* every unreachable allocation */
+    size_t leaked_bytes;             /* their bytes */
     struct hs_mu_folded_leak *leaks; /* ascending address order */
     size_t num_leaks;
-    size_t num_components; /* strongly connected components of the leak graph */
-    size_t num_edges;      /* edges between leaked allocations (duplicates dropped) */
+    size_t num_components;  /* strongly connected components of the leak graph */
+    size_t num_edges;       /* edges between leaked allocations (duplicates dropped) */
+    size_t num_approximate; /* root components whose totals are upper bounds (budget spent) */
 };
+
+/* DFS steps (components visited + DAG edges followed) for exact referenced counts. */
+#define HS_MU_FOLD_BUDGET ((size_t)50 * 1000 * 1000)
 
 /* Folds the unmarked allocations of w (marked with hs_mu_heap_walker_mark). The fault guard
  * must be installed. Returns 0 with *out filled (free with hs_mu_leak_folding_free), or
  * -ENOMEM (*out is then empty). */
 int hs_mu_leak_folding_run(const struct hs_mu_heap_walker *w, struct hs_arena *arena,
                            struct hs_mu_folding *out);
+
+/* The same with another step budget (tests). */
+int hs_mu_leak_folding_run_budget(const struct hs_mu_heap_walker *w, struct hs_arena *arena,
+                                  struct hs_mu_folding *out, size_t budget);
 
 void hs_mu_leak_folding_free(struct hs_mu_folding *f, struct hs_arena *arena);
 

@@ -89,9 +89,9 @@ int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_m
             ssize_t nf = heap->backtrace((void *)a->begin, g->backtrace_frames,
                                          UNREACHABLE_BACKTRACE_FRAMES);
             if (nf > 0)
-                g->num_backtrace_frames =
-                    (size_t)nf < UNREACHABLE_BACKTRACE_FRAMES ? (size_t)nf
-                                                              : UNREACHABLE_BACKTRACE_FRAMES;
+                g->num_backtrace_frames = (size_t)nf < UNREACHABLE_BACKTRACE_FRAMES
+                                              ? (size_t)nf
+                                              : UNREACHABLE_BACKTRACE_FRAMES;
         }
         if (g->num_backtrace_frames > 0) {
             size_t mask = table_size - 1;

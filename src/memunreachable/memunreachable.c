@@ -125,8 +125,10 @@ static __attribute__((noinline)) bool get_unreachable_memory(struct UnreachableM
     if (rc == 0) {
         rc = hs_mu_collect(&heap, limit, fds[1], &stats, CAPTURE_TIMEOUT_MS);
         close(fds[1]); /* the sweeper has its own copy */
+        size_t skipped_pages = 0;
         if (rc == 0)
-            rc = hs_mu_result_read(fds[0], info, RESULT_TIMEOUT_MS);
+            rc = hs_mu_result_read_limited(fds[0], info, limit, RESULT_TIMEOUT_MS,
+                                           &skipped_pages);
         close(fds[0]);
         hs_mu_collect_finish(&stats);
     } else {
@@ -212,11 +214,14 @@ static void log_line(const char *line, size_t len, void *ctx)
     mu_log("%.*s", (int)len, line);
 }
 
-static void log_summary(const struct UnreachableMemoryInfo *info)
+/* The summary line, then each reported leak (the text report without its header). */
+static void log_report(const struct UnreachableMemoryInfo *info, bool log_contents)
 {
     char line[256];
     hs_mu_summary_line(info, line, sizeof(line));
     mu_log("%s", line);
+    for (size_t i = 0; i < info->num_reported_leaks; i++)
+        hs_mu_report_leak(&info->leaks[i], log_contents, log_line, NULL);
 }
 
 HS_EXPORT bool LogUnreachableMemory(bool log_contents, size_t limit)
@@ -224,8 +229,7 @@ HS_EXPORT bool LogUnreachableMemory(bool log_contents, size_t limit)
     struct UnreachableMemoryInfo info = {0};
     if (!GetUnreachableMemory(&info, limit))
         return false;
-    log_summary(&info);
-    hs_mu_report_text(&info, log_contents, log_line, NULL);
+    log_report(&info, log_contents);
     FreeUnreachableMemory(&info);
     return true;
 }
@@ -293,8 +297,7 @@ HS_EXPORT void heapscope_unreachable_check(void)
         write_report_file(path, failed, sizeof(failed) - 1);
         return;
     }
-    log_summary(&info);
-    hs_mu_report_text(&info, contents, log_line, NULL);
+    log_report(&info, contents);
     struct text t = {0};
     hs_mu_report_text(&info, contents, append_line, &t);
     FreeUnreachableMemory(&info);

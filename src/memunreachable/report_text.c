@@ -123,6 +123,5 @@ size_t hs_mu_summary_line(const struct UnreachableMemoryInfo *info, char *buf, s
                      "%zu bytes in %zu allocation%s unreachable out of %zu bytes in %zu "
                      "allocation%s",
                      info->leak_bytes, info->num_leaks, plural(info->num_leaks),
-                     info->allocation_bytes, info->num_allocations,
-                     plural(info->num_allocations));
+                     info->allocation_bytes, info->num_allocations, plural(info->num_allocations));
 }

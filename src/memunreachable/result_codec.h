@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define HS_MU_RESULT_MAGIC 0x554d5348u /* "HSMU" */
+#define HS_MU_RESULT_MAGIC 0x554d5348u         /* "HSMU" */
 #define HS_MU_RESULT_TRAILER_MAGIC 0x444e4548u /* "HEND" */
 #define HS_MU_RESULT_VERSION 1u
 

@@ -31,6 +31,7 @@ struct mu_map {
     unsigned perms;
     enum map_kind kind;
     bool thread_stack; /* some thread's SP is in it */
+    bool libc;         /* a mapping of glibc's libc.so */
 };
 
 struct roots_ctx {
@@ -68,6 +69,15 @@ static enum map_kind kind_of(const struct hs_map *m)
     return MAP_FILE;
 }
 
+/* glibc's C library: "libc.so.6", or "libc-2.31.so" and the like in older releases. */
+static bool is_libc(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    return starts_with(base, "libc.so") ||
+           (starts_with(base, "libc-") && strstr(base, ".so") != NULL);
+}
+
 static int add_map(const struct hs_map *m, void *arg)
 {
     struct roots_ctx *c = arg;
@@ -96,6 +106,7 @@ static int add_map(const struct hs_map *m, void *arg)
     d->perms = m->perms;
     d->kind = kind_of(m);
     d->thread_stack = false;
+    d->libc = d->kind == MAP_FILE && is_libc(m->path);
     return 0;
 }
 
@@ -136,8 +147,9 @@ static struct mu_map *map_at(struct roots_ctx *c, uintptr_t addr)
     return NULL;
 }
 
-/* Adds [b, e) as roots minus the allocations and the excluded ranges in it. */
-static void add_cut(struct roots_ctx *c, uintptr_t b, uintptr_t e)
+/* Adds [b, e) as roots (with HS_MU_ROOT_* flags) minus the allocations and the excluded
+ * ranges in it. */
+static void add_cut(struct roots_ctx *c, uintptr_t b, uintptr_t e, unsigned flags)
 {
     const struct hs_mu_heap_walker *w = c->w;
     const struct hs_mu_capture *cap = c->capture;
@@ -162,7 +174,7 @@ static void add_cut(struct roots_ctx *c, uintptr_t b, uintptr_t e)
                 hole_e = w->allocs[i].end;
             }
         }
-        if (hole_b > b && !hs_mu_heap_walker_add_root(c->w, b, hole_b))
+        if (hole_b > b && !hs_mu_heap_walker_add_root_flags(c->w, b, hole_b, flags))
             c->oom = true;
         if (hole_e <= b) /* cannot happen; never loop forever */
             break;
@@ -184,8 +196,7 @@ static uintptr_t elf_data_end(struct roots_ctx *c, const struct mu_map *f)
     hs_mu_read_guarded(&eh, base, sizeof(eh));
     if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
         eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 256 ||
-        eh.e_phoff >= h->end - base ||
-        eh.e_phnum * sizeof(Elf64_Phdr) > h->end - base - eh.e_phoff)
+        eh.e_phoff >= h->end - base || eh.e_phnum * sizeof(Elf64_Phdr) > h->end - base - eh.e_phoff)
         return 0;
     uintptr_t lowest = UINTPTR_MAX, highest = 0;
     for (size_t i = 0; i < eh.e_phnum; i++) {
@@ -214,7 +225,8 @@ static bool is_arena_heap(uintptr_t a, uintptr_t end)
     hs_mu_read_guarded(hi, a, sizeof(hi));
     uintptr_t size = hi[2], mprotect_size = hi[3];
     return hi[0] != 0 && size != 0 && size <= mprotect_size && mprotect_size == end - a &&
-           (size & 4095) == 0 && (mprotect_size & 4095) == 0 && mprotect_size <= HS_MU_GLIBC_HEAP_MAX;
+           (size & 4095) == 0 && (mprotect_size & 4095) == 0 &&
+           mprotect_size <= HS_MU_GLIBC_HEAP_MAX;
 }
 
 static void add_thread(struct roots_ctx *c, const struct hs_mu_thread *t)
@@ -232,7 +244,7 @@ static void add_thread(struct roots_ctx *c, const struct hs_mu_thread *t)
     if (hs_mu_heap_walker_find(c->w, t->sp) != HS_MU_NONE)
         return; /* a malloc'ed stack: reachable through the SP register */
     uintptr_t b = t->sp - m->start > HS_MU_RED_ZONE ? t->sp - HS_MU_RED_ZONE : m->start;
-    add_cut(c, b, m->end);
+    add_cut(c, b, m->end, 0);
 }
 
 static void add_mapping(struct roots_ctx *c, size_t i)
@@ -243,7 +255,7 @@ static void add_mapping(struct roots_ctx *c, size_t i)
         return;
     switch (m->kind) {
     case MAP_FILE:
-        add_cut(c, m->start, m->end);
+        add_cut(c, m->start, m->end, m->libc ? HS_MU_ROOT_MALLOC_STATE : 0);
         return;
     case MAP_ANON:
     case MAP_HEAP:
@@ -267,17 +279,17 @@ static void add_mapping(struct roots_ctx *c, size_t i)
             bss_end = (data_end + 7) & ~(uintptr_t)7;
         if (bss_end > m->end)
             bss_end = m->end;
-        add_cut(c, m->start, bss_end);
+        add_cut(c, m->start, bss_end, prev->libc ? HS_MU_ROOT_MALLOC_STATE : 0);
         p = bss_end;
     }
     if (p >= m->end || m->kind == MAP_HEAP)
         return;
     uintptr_t a = (m->end - 1) & ~(HS_MU_GLIBC_HEAP_MAX - 1);
     if (a >= p && a > 0 && is_arena_heap(a, m->end)) {
-        add_cut(c, p, a);
+        add_cut(c, p, a, 0);
         return;
     }
-    add_cut(c, p, m->end);
+    add_cut(c, p, m->end, 0);
 }
 
 int hs_mu_roots_collect(const struct hs_mu_capture *capture, struct hs_mu_heap_walker *w,

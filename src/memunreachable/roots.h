@@ -31,6 +31,9 @@
  *         allocation in it;
  *       - mappings holding a thread's stack (rule 2 scans them from SP only);
  *       - [stack] without a thread in it, [vvar], [vdso], [vsyscall] and other pseudo maps.
+ *  glibc's data (the rw mappings of libc.so and its .bss) is flagged HS_MU_ROOT_MALLOC_STATE:
+ *  main_arena lives there, whose pointers to chunk headers would otherwise keep the allocation
+ *  just below each such chunk alive (heap_walker.h).
  *  In every root range, the allocations and the capture's excluded ranges (the detector's
  *  own memory) are cut out: an allocation is heap, reached only through references, never a
  *  root. This matters because the kernel merges adjacent anonymous mappings: glibc's mmapped

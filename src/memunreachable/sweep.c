@@ -26,9 +26,9 @@
 #include <signal.h>
 #include <string.h>
 
-static const char *step_name[] = {"installing the fault handlers", "listing the allocations",
-                                  "indexing the allocations", "collecting the roots",
-                                  "folding the leaks", "grouping the leaks"};
+static const char *step_name[] = {
+    "installing the fault handlers", "listing the allocations", "indexing the allocations",
+    "collecting the roots",          "folding the leaks",       "grouping the leaks"};
 
 int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_source *heap,
                 size_t limit, int fd, struct hs_arena *arena)
@@ -66,9 +66,9 @@ int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_sou
         };
         r = hs_mu_result_write(fd, 0, &s, grouping.leaks, grouping.num_leaks);
         if (r != 0)
-            hs_log("unreachable: cannot send the result: %s", hs_errno_text(-r));
+            hs_log_tag(HS_MU_LOG_TAG, "cannot send the result: %s", hs_errno_text(-r));
     } else {
-        hs_log("unreachable: sweep failed while %s: %s", step_name[step], hs_errno_text(-r));
+        hs_log_tag(HS_MU_LOG_TAG, "sweep failed while %s: %s", step_name[step], hs_errno_text(-r));
         hs_mu_result_write(fd, r, NULL, NULL, 0);
     }
 

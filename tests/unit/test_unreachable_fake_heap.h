@@ -99,7 +99,7 @@ static inline void fake_set_backtrace(void *p, size_t n, const uintptr_t *frames
 }
 
 static inline int fake_iterate(uintptr_t base, size_t size,
-                        void (*callback)(uintptr_t ptr, size_t size, void *arg), void *arg)
+                               void (*callback)(uintptr_t ptr, size_t size, void *arg), void *arg)
 {
     uintptr_t end = base + size < base ? UINTPTR_MAX : base + size;
     /* Backwards: the walker must not rely on the table's order. */

@@ -1,9 +1,12 @@
 /* test_unreachable_report.c: the text report (src/memunreachable/report_text.c), exact to the
- * character, and the result codec (result_codec.c): round trips (also larger than a pipe's
- * buffer), failed results, and truncated, garbled and hostile streams.
+ * character (and hs_backtrace_format against hs_backtrace_log), and the result codec
+ * (result_codec.c): round trips (also larger than a pipe's buffer), failed results, and truncated,
+ * garbled and hostile streams.
  */
 #define _GNU_SOURCE
+#include "backtrace.h"
 #include "check.h"
+#include "log.h"
 #include "report_text.h"
 #include "result_codec.h"
 
@@ -80,18 +83,19 @@ static void test_text(void)
     info.num_reported_leaks = 1;
     info.num_leaks = 1;
     info.leak_bytes = 20;
-    CHECK_STREQ(render(&info, true),
-                "  20 bytes in 1 unreachable allocation\n"
-                "  ABI: 'x86_64'\n"
-                "\n"
-                "  20 bytes unreachable at 7f0012345670\n"
-                "   referencing 8 unreachable bytes in 1 allocation\n"
-                "   and 20 similar unreachable bytes in 1 allocation\n"
-                "   referencing 16 unreachable bytes in 1 allocation\n"
-                "   contents:\n"
-                "   7f0012345670: 61 62 63 00 7f 1f ff 20 7e 6a 6b 6c 6d 6e 6f 70 abc.... ~jklmnop\n"
-                "   7f0012345680: 71 72 73 74                                     qrst\n"
-                "\n");
+    CHECK_STREQ(
+        render(&info, true),
+        "  20 bytes in 1 unreachable allocation\n"
+        "  ABI: 'x86_64'\n"
+        "\n"
+        "  20 bytes unreachable at 7f0012345670\n"
+        "   referencing 8 unreachable bytes in 1 allocation\n"
+        "   and 20 similar unreachable bytes in 1 allocation\n"
+        "   referencing 16 unreachable bytes in 1 allocation\n"
+        "   contents:\n"
+        "   7f0012345670: 61 62 63 00 7f 1f ff 20 7e 6a 6b 6c 6d 6e 6f 70 abc.... ~jklmnop\n"
+        "   7f0012345680: 71 72 73 74                                     qrst\n"
+        "\n");
 
     check_context("without contents; plural counts; no similar referencing line");
     l[0].referenced_count = 2;
@@ -102,14 +106,13 @@ static void test_text(void)
     l[0].similar_referenced_size = 0;
     info.num_leaks = 4;
     info.leak_bytes = 96;
-    CHECK_STREQ(render(&info, false),
-                "  96 bytes in 4 unreachable allocations\n"
-                "  ABI: 'x86_64'\n"
-                "\n"
-                "  20 bytes unreachable at 7f0012345670\n"
-                "   referencing 16 unreachable bytes in 2 allocations\n"
-                "   and 60 similar unreachable bytes in 3 allocations\n"
-                "\n");
+    CHECK_STREQ(render(&info, false), "  96 bytes in 4 unreachable allocations\n"
+                                      "  ABI: 'x86_64'\n"
+                                      "\n"
+                                      "  20 bytes unreachable at 7f0012345670\n"
+                                      "   referencing 16 unreachable bytes in 2 allocations\n"
+                                      "   and 60 similar unreachable bytes in 3 allocations\n"
+                                      "\n");
 
     check_context("large leak: first 32 bytes, exactly two lines; 16 bytes: one line; backtrace");
     l[0] = make_leak(0x1000, 4096);
@@ -161,6 +164,51 @@ static void test_text(void)
     CHECK_STREQ(line,
                 "0 bytes in 0 allocations unreachable out of 567890 bytes in 1234 allocations");
     CHECK_STREQ(hs_mu_abi_name(), "x86_64");
+}
+
+/* hs_backtrace_format gives exactly the lines hs_backtrace_log logs. */
+static char g_logged[16][1024];
+static size_t g_nlogged;
+
+static void log_sink(const char *line, size_t len, void *ctx)
+{
+    (void)ctx;
+    const char *m = memmem(line, len, "] test: ", 8);
+    if (!m || g_nlogged >= 16)
+        return;
+    m += 8;
+    size_t n = (size_t)(line + len - m);
+    while (n > 0 && m[n - 1] == '\n')
+        n--;
+    memcpy(g_logged[g_nlogged], m, n);
+    g_logged[g_nlogged++][n] = '\0';
+}
+
+static void test_backtrace_lines(void)
+{
+    check_context("hs_backtrace_format and hs_backtrace_log give the same lines");
+    uintptr_t frames[8];
+    size_t n = hs_backtrace_capture(frames, 8, 0);
+    CHECK(n >= 2);
+    frames[n - 1] = 0x10; /* and an unknown one */
+    hs_log_init("test");
+    g_nlogged = 0;
+    hs_log_set_sink(log_sink, NULL);
+    hs_backtrace_log(frames, n);
+    hs_backtrace_log(frames, 0);
+    hs_log_set_sink(NULL, NULL);
+    g_text_len = 0;
+    g_text[0] = '\0';
+    hs_backtrace_format(frames, n, append, NULL);
+    hs_backtrace_format(frames, 0, append, NULL);
+    char logged[16 * 1024];
+    size_t len = 0;
+    for (size_t i = 0; i < g_nlogged; i++)
+        len += (size_t)snprintf(logged + len, sizeof(logged) - len, "%s\n", g_logged[i]);
+    CHECK_EQ(g_nlogged, n + 1);
+    CHECK_STREQ(g_text, logged);
+    CHECK(strstr(g_text, "test_backtrace_lines") != NULL);
+    CHECK(strstr(g_text, "  Backtrace failed to get any frames.\n") != NULL);
 }
 
 /* ---- Codec --------------------------------------------------------------------------- */
@@ -325,8 +373,13 @@ static void test_codec_garbled(void)
     CHECK_EQ(read_bytes(g_buf, len, 100, true, 1000), 0);
 
     check_context("truncated anywhere: EPIPE");
-    size_t cuts[] = {0, 1, sizeof(*h) - 1, sizeof(*h), sizeof(*h) + 7,
-                     sizeof(*h) + 20 * sizeof(struct UnreachableLeak), len - 1};
+    size_t cuts[] = {0,
+                     1,
+                     sizeof(*h) - 1,
+                     sizeof(*h),
+                     sizeof(*h) + 7,
+                     sizeof(*h) + 20 * sizeof(struct UnreachableLeak),
+                     len - 1};
     for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++)
         CHECK_EQ(read_bytes(g_buf, cuts[i], 100, true, 1000), -EPIPE);
 
@@ -359,7 +412,7 @@ static void test_codec_garbled(void)
     CHECK_EQ(read_bytes(g_buf, len, SIZE_MAX, true, 1000), -EPIPE); /* runs out of data */
     CHECK_EQ(read_bytes(g_buf, len, 100, true, 1000), -EPROTO);     /* over the limit */
     h->num_records = 20;
-    h->num_leaks = 5;                                                /* fewer than records */
+    h->num_leaks = 5; /* fewer than records */
     CHECK_EQ(read_bytes(g_buf, len, 100, true, 1000), -EPROTO);
     h->num_leaks = 5000;
     h->num_allocations = 10; /* fewer allocations than leaks */
@@ -425,6 +478,7 @@ static void test_codec_garbled(void)
 int main(void)
 {
     test_text();
+    test_backtrace_lines();
     test_codec_round_trip();
     test_codec_garbled();
     return check_report();

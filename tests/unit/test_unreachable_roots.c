@@ -1,8 +1,8 @@
 /* test_unreachable_roots.c: root classification (src/memunreachable/roots.c) from synthetic
  * /proc/PID/maps text describing real memory of this process: data of loaded objects, .bss
  * (from ELF program headers, also inside a merged [heap]), anonymous mappings minus their
- * allocations, [heap] and glibc arena heaps excluded, thread stacks from SP (red zone
- * included), excluded ranges, pseudo and device mappings, registers.
+ * allocations, [heap] and glibc arena heaps excluded, libc's data flagged as malloc state, thread
+ * stacks from SP (red zone included), excluded ranges, pseudo and device mappings, registers.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -58,7 +58,7 @@ static void write_elf(uint8_t *base, uint64_t text_end, uint64_t data_vaddr, uin
 static int by_begin(const void *a, const void *b, void *ctx)
 {
     (void)ctx;
-    const struct hs_mu_range *x = a, *y = b;
+    const struct hs_mu_root *x = a, *y = b;
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
@@ -68,10 +68,10 @@ static void test_classification(void)
     fake_reset();
     uint8_t *m = mmap(NULL, 64 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(m != MAP_FAILED);
-#define P(i) ((uintptr_t)m + (uintptr_t)(i) * PG)
+#define P(i) ((uintptr_t)m + (uintptr_t)(i)*PG)
     /* Arena heaps: two 64 MiB boundaries inside a 192 MiB reservation. */
-    uint8_t *res = mmap(NULL, 192ul << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                        -1, 0);
+    uint8_t *res =
+        mmap(NULL, 192ul << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     CHECK(res != MAP_FAILED);
     uintptr_t a1 = ((uintptr_t)res + HS_MU_GLIBC_HEAP_MAX) & ~(HS_MU_GLIBC_HEAP_MAX - 1);
     uintptr_t a2 = a1 + HS_MU_GLIBC_HEAP_MAX;
@@ -86,7 +86,7 @@ static void test_classification(void)
     hi2[2] = 0x20000;
     hi2[3] = 0x10000; /* does not match the mapping: not an arena heap */
 
-    write_elf(m, 0x3000, 0x3000, 0x1800);         /* libfoo: data ends at P(4) + 0x800 */
+    write_elf(m, 0x3000, 0x3000, 0x1800);               /* libfoo: data ends at P(4) + 0x800 */
     write_elf((uint8_t *)P(7), 0x1000, 0x1000, 0x1100); /* bar: data ends at P(9) + 0x100 */
 
     fake_add((void *)(P(13) + 0x10), 0x100);
@@ -116,6 +116,8 @@ static void test_classification(void)
     line(P(37), P(38), "rw-s", 0, "00:0e", 9, "anon_inode:[io_uring]");
     line(P(38), P(40), "rw-p", 0, "00:00", 0, "");
     line(P(41), P(42), "rw-p", 0, "00:00", 0, "[stack]"); /* no thread in it */
+    line(P(42), P(43), "rw-p", 0x1d3000, "08:01", 555, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+    line(P(43), P(44), "rw-p", 0, "00:00", 0, "");
     line(a1 - 0x2000, a1 + 0x21000, "rw-p", 0, "00:00", 0, "");
     line(a1 + 0x21000, a2, "---p", 0, "00:00", 0, "");
     line(a2, a2 + 0x21000, "rw-p", 0, "00:00", 0, "");
@@ -157,32 +159,37 @@ static void test_classification(void)
     CHECK_EQ(hs_mu_fault_guard_skipped_pages(), 0);
     hs_mu_fault_guard_remove();
 
-    struct hs_mu_range expect[] = {
-        {P(3), P(4)},                                  /* libfoo .data */
-        {P(4), P(4) + 0x800},                          /* libfoo .bss */
-        {P(4) + 0x800, P(6)},                          /* anonymous after .bss */
-        {P(8), P(9)},                                  /* bar .data */
-        {P(9), P(9) + 0x100},                          /* bar .bss merged into [heap] */
-        {P(12), P(13) + 0x10},                         /* anonymous minus allocations */
-        {P(13) + 0x110, P(14)},
-        {P(15), P(16)},
-        {P(22) + 0x200 - HS_MU_RED_ZONE, P(24)},       /* thread 1 stack from SP */
-        {P(26) + 8 - HS_MU_RED_ZONE, P(27)},           /* main thread [stack] from SP */
-        {P(28), P(29)},                                /* minus an excluded range */
-        {P(30), P(31)},
-        {P(36), P(37)},                                /* shared anonymous (/dev/zero) */
-        {a1 - 0x2000, a1},                             /* merged below an arena heap */
-        {a2, a2 + 0x21000},                            /* heap_info does not match */
+    const unsigned MS = HS_MU_ROOT_MALLOC_STATE;
+    struct hs_mu_root expect[] = {
+        {P(3), P(4), 0},          /* libfoo .data */
+        {P(4), P(4) + 0x800, 0},  /* libfoo .bss */
+        {P(4) + 0x800, P(6), 0},  /* anonymous after .bss */
+        {P(8), P(9), 0},          /* bar .data */
+        {P(9), P(9) + 0x100, 0},  /* bar .bss merged into [heap] */
+        {P(12), P(13) + 0x10, 0}, /* anonymous minus allocations */
+        {P(13) + 0x110, P(14), 0},
+        {P(15), P(16), 0},
+        {P(22) + 0x200 - HS_MU_RED_ZONE, P(24), 0}, /* thread 1 stack from SP */
+        {P(26) + 8 - HS_MU_RED_ZONE, P(27), 0},     /* main thread [stack] from SP */
+        {P(28), P(29), 0},                          /* minus an excluded range */
+        {P(30), P(31), 0},
+        {P(36), P(37), 0},     /* shared anonymous (/dev/zero) */
+        {P(42), P(43), MS},    /* libc's data: malloc state */
+        {P(43), P(44), MS},    /* libc's .bss (no headers: whole) */
+        {a1 - 0x2000, a1, 0},  /* merged below an arena heap */
+        {a2, a2 + 0x21000, 0}, /* heap_info does not match */
     };
     size_t ne = sizeof(expect) / sizeof(expect[0]);
     hs_sort(w.roots, w.num_roots, sizeof(*w.roots), by_begin, NULL);
     hs_sort(expect, ne, sizeof(*expect), by_begin, NULL);
     CHECK_EQ(w.num_roots, ne);
     for (size_t i = 0; i < ne && i < w.num_roots; i++) {
-        if (!CHECK(w.roots[i].begin == expect[i].begin && w.roots[i].end == expect[i].end))
-            fprintf(stderr, "    root %zu: got %lx-%lx, want %lx-%lx\n", i,
+        if (!CHECK(w.roots[i].begin == expect[i].begin && w.roots[i].end == expect[i].end &&
+                   w.roots[i].flags == expect[i].flags))
+            fprintf(stderr, "    root %zu: got %lx-%lx/%u, want %lx-%lx/%u\n", i,
                     (unsigned long)w.roots[i].begin, (unsigned long)w.roots[i].end,
-                    (unsigned long)expect[i].begin, (unsigned long)expect[i].end);
+                    w.roots[i].flags, (unsigned long)expect[i].begin, (unsigned long)expect[i].end,
+                    expect[i].flags);
     }
     if (w.num_roots != ne)
         for (size_t i = 0; i < w.num_roots; i++)
@@ -210,7 +217,7 @@ static void test_no_elf_headers(void)
     check_context(".bss without readable ELF headers");
     fake_reset();
     uint8_t *m = mmap(NULL, 8 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-#define P(i) ((uintptr_t)m + (uintptr_t)(i) * PG)
+#define P(i) ((uintptr_t)m + (uintptr_t)(i)*PG)
     fake_add((void *)(P(2) + 0x40), 0x40); /* a block inside a file mapping: cut out */
     g_maps_len = 0;
     /* The run's first mapping (offset 0) is not in the text: headers cannot be read. */

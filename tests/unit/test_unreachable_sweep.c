@@ -55,8 +55,8 @@ static void make_scene(struct scene *s)
     };
 }
 
-static int sweep_and_read(const struct scene *s, const struct hs_mu_heap_source *heap,
-                          size_t limit, struct UnreachableMemoryInfo *info, size_t *skipped)
+static int sweep_and_read(const struct scene *s, const struct hs_mu_heap_source *heap, size_t limit,
+                          struct UnreachableMemoryInfo *info, size_t *skipped)
 {
     int fds[2];
     CHECK_EQ(pipe(fds), 0);
@@ -86,7 +86,7 @@ static void test_sweep(void)
     uintptr_t *a = fake_block(100);  /* leaked, referencing b */
     uintptr_t *b = fake_block(50);
     uintptr_t *c1 = fake_block(30), *c2 = fake_block(30); /* leaked, same backtrace */
-    uintptr_t *child = fake_block(8);                       /* reached from g */
+    uintptr_t *child = fake_block(8);                     /* reached from g */
     data[10] = (uintptr_t)g + 8;
     g[4] = (uintptr_t)child;
     stack_sp[3] = (uintptr_t)st;

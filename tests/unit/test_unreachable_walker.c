@@ -1,6 +1,7 @@
 /* test_unreachable_walker.c: the heap walker (src/memunreachable/heap_walker.c): allocation
  * index and lookup, marking from root ranges and register values, interior pointers, one past
- * the end, alignment, deep chains and cycles, and the fault guard (PROT_NONE blocks and root
+ * the end, alignment, deep chains and cycles, glibc chunk pointers in malloc-state roots, and
+ * the fault guard (PROT_NONE blocks and root
  * pages, faults outside the guarded range still crash).
  */
 #define _GNU_SOURCE
@@ -130,8 +131,8 @@ static void test_lookup_random(void)
         uintptr_t probes[] = {begins[i], ends[i] - 1, ends[i], begins[i] - 1,
                               begins[i] + (ends[i] - begins[i]) / 2};
         for (size_t k = 0; k < sizeof(probes) / sizeof(probes[0]); k++)
-            bad += hs_mu_heap_walker_find(&w, probes[k]) !=
-                   reference_find(begins, ends, N, probes[k]);
+            bad +=
+                hs_mu_heap_walker_find(&w, probes[k]) != reference_find(begins, ends, N, probes[k]);
     }
     for (size_t k = 0; k < 200000; k++) {
         uintptr_t a = begins[0] - 100 + rnd() % (ends[N - 1] - begins[0] + 200);
@@ -160,7 +161,7 @@ static void test_lookup_edges(void)
     CHECK_EQ(w.num_allocs, 0);
     CHECK_EQ(hs_mu_heap_walker_find(&w, 0x1000), HS_MU_NONE);
     CHECK(hs_mu_heap_walker_add_root(&w, 0x1000, 0x1000)); /* empty: ignored */
-    hs_mu_heap_walker_mark(&w);                             /* nothing to do, no crash */
+    hs_mu_heap_walker_mark(&w);                            /* nothing to do, no crash */
     hs_mu_heap_walker_destroy(&w);
 
     fake_reset();
@@ -191,10 +192,10 @@ static void test_mark_basic(void)
     uintptr_t *a = fake_block(64), *b = fake_block(64), *c = fake_block(64);
     uintptr_t *d = fake_block(64), *e = fake_block(64), *f = fake_block(64);
     uintptr_t *g = fake_block(64), *r = fake_block(48), *s = fake_block(24);
-    root[0] = (uintptr_t)a + 40;        /* interior pointer into a */
-    a[3] = (uintptr_t)b + 63;           /* last byte of b */
-    root[1] = (uintptr_t)c + 64;        /* one past the end of c: not a reference */
-    b[0] = (uintptr_t)e;                /* a -> b -> e */
+    root[0] = (uintptr_t)a + 40; /* interior pointer into a */
+    a[3] = (uintptr_t)b + 63;    /* last byte of b */
+    root[1] = (uintptr_t)c + 64; /* one past the end of c: not a reference */
+    b[0] = (uintptr_t)e;         /* a -> b -> e */
     /* d referenced only from a misaligned word of root. */
     uintptr_t dp = (uintptr_t)d;
     memcpy((uint8_t *)root + 17, &dp, sizeof(dp));
@@ -281,6 +282,40 @@ static void test_mark_cycles_and_chains(void)
     hs_mu_heap_walker_destroy(&w);
 }
 
+static void test_chunk_filter(void)
+{
+    check_context("glibc chunk-header pointers in malloc-state roots");
+    fake_reset();
+    uintptr_t *state = fake_carve(64), *plain = fake_carve(16);
+    uint8_t *b100 = fake_block(100), *b104 = fake_block(104), *b112 = fake_block(112);
+    uint8_t *c100 = fake_block(100), *d8 = fake_block(8);
+    state[0] = (uintptr_t)b100 + 96; /* next chunk's header: not a reference */
+    state[1] = (uintptr_t)b104 + 96; /* same */
+    state[2] = (uintptr_t)b112 + 96; /* 16 bytes before the end: a reference */
+    state[3] = (uintptr_t)c100 + 88; /* not 16-byte aligned: a reference */
+    state[4] = (uintptr_t)d8;        /* the first byte: always a reference */
+    plain[0] = (uintptr_t)b104 + 96; /* outside malloc state: a reference */
+    struct hs_mu_heap_walker w;
+    build(&w);
+    CHECK(hs_mu_heap_walker_add_root_flags(&w, (uintptr_t)state, (uintptr_t)state + 64,
+                                           HS_MU_ROOT_MALLOC_STATE));
+    hs_mu_heap_walker_mark(&w);
+    CHECK(!marked(&w, b100));
+    CHECK(!marked(&w, b104));
+    CHECK(marked(&w, b112));
+    CHECK(marked(&w, c100));
+    CHECK(marked(&w, d8));
+    hs_mu_heap_walker_destroy(&w);
+    build(&w);
+    hs_mu_heap_walker_add_root_flags(&w, (uintptr_t)state, (uintptr_t)state + 64,
+                                     HS_MU_ROOT_MALLOC_STATE);
+    hs_mu_heap_walker_add_root(&w, (uintptr_t)plain, (uintptr_t)plain + 16);
+    hs_mu_heap_walker_mark(&w);
+    CHECK(!marked(&w, b100));
+    CHECK(marked(&w, b104));
+    hs_mu_heap_walker_destroy(&w);
+}
+
 /* ---- Fault guard --------------------------------------------------------------------- */
 
 static void test_prot_none(void)
@@ -288,8 +323,7 @@ static void test_prot_none(void)
     check_context("a PROT_NONE block referenced from a root");
     fake_reset();
     long ps = sysconf(_SC_PAGESIZE);
-    uint8_t *pages = mmap(NULL, 3 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                          -1, 0);
+    uint8_t *pages = mmap(NULL, 3 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(pages != MAP_FAILED);
     uintptr_t *inside = fake_block(32); /* referenced only from the protected block */
     ((uintptr_t *)(pages + ps))[0] = (uintptr_t)inside;
@@ -378,6 +412,7 @@ int main(void)
     test_lookup_edges();
     test_mark_basic();
     test_mark_cycles_and_chains();
+    test_chunk_filter();
     test_prot_none();
     test_fault_outside_guard();
     return check_report();
