@@ -11,6 +11,7 @@
 
 #include "arena.h"
 #include "debug_state.h"
+#include "hash.h"
 #include "spinlock.h"
 
 #include <string.h>
@@ -29,17 +30,6 @@ static struct stripe g_stripes[STRIPES];
 static struct stripe *stripe_of(uint64_t h)
 {
     return &g_stripes[h >> 60]; /* top 4 bits: STRIPES == 16; buckets use the low bits */
-}
-
-static uint64_t hash_frames(const uintptr_t *frames, size_t n)
-{
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
-    for (size_t i = 0; i < n; i++) {
-        h ^= frames[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 32;
-    }
-    return h;
 }
 
 static size_t record_bytes(size_t num_frames)
@@ -91,7 +81,7 @@ struct hs_md_bt *hs_md_bt_acquire(const uintptr_t *frames, size_t num_frames)
 {
     if (num_frames == 0)
         return NULL;
-    uint64_t h = hash_frames(frames, num_frames);
+    uint64_t h = hs_hash_frames(frames, num_frames);
     struct stripe *g = stripe_of(h);
     hs_spin_lock(&g->lock);
     if (g->count >= g->num_buckets)

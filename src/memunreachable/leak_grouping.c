@@ -7,6 +7,8 @@
  */
 #include "leak_grouping.h"
 
+#include "hash.h"
+
 #include "sort.h"
 
 #include <errno.h>
@@ -16,17 +18,6 @@
 static size_t sat_add(size_t a, size_t b)
 {
     return a + b < a ? SIZE_MAX : a + b;
-}
-
-static uint64_t frames_hash(const uintptr_t *frames, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ n;
-    for (size_t i = 0; i < n; i++) {
-        h ^= frames[i];
-        h *= 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    return h;
 }
 
 static bool same_backtrace(const struct UnreachableLeak *a, const struct UnreachableLeak *b)
@@ -95,7 +86,7 @@ int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_m
         }
         if (g->num_backtrace_frames > 0) {
             size_t mask = table_size - 1;
-            size_t h = (size_t)frames_hash(g->backtrace_frames, g->num_backtrace_frames) & mask;
+            size_t h = (size_t)hs_hash_frames(g->backtrace_frames, g->num_backtrace_frames) & mask;
             struct UnreachableLeak *rep = NULL;
             while (table[h] != UINT32_MAX) {
                 if (same_backtrace(&groups[table[h]], g)) {
