@@ -5,7 +5,8 @@
 set -eu
 set_name=${1:-build}
 
-packages="gcc make cmake pkg-config libunwind-dev libdw-dev libelf-dev zlib1g-dev python3 clang libclang-rt-14-dev"
+# chromium: the HTML flame graph test renders the page in headless Chromium.
+packages="gcc make cmake pkg-config libunwind-dev libdw-dev libelf-dev zlib1g-dev python3 clang libclang-rt-14-dev chromium"
 if [ "$set_name" = bench ]; then
     packages="$packages valgrind heaptrack libjemalloc2 google-perftools libgoogle-perftools-dev electric-fence duma sqlite3 lua5.4"
 fi

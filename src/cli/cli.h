@@ -11,6 +11,7 @@
  * returns the process exit status (or does not return when it execs the program). */
 int hs_cmd_debug(int argc, char **argv);
 int hs_cmd_leaks(int argc, char **argv);
+int hs_cmd_report(int argc, char **argv);
 
 /* Finds libNAME (e.g. "libmalloc_debug.so") for the build tree or the installed layout and
  * writes its absolute path to out. Returns 0, or -1 after printing where it looked. */

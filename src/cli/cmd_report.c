@@ -1,0 +1,228 @@
+/* cmd_report.c: `heapscope report`, heap dumps into reports people can read.
+ *
+ * Reads Android native heap dumps (v1.0 to v1.2: heapscope's malloc debug or an Android
+ * device), merges several files, symbolizes every address with elfutils through the dump's
+ * MAPS section (and --symbols DIR first, as Android's native_heapdump_viewer.py), optionally
+ * subtracts a base (--diff), and writes text, an HTML flame graph, folded stacks or pprof.
+ */
+#include "cli.h"
+
+#include "heap_dump_reader.h"
+#include "outputs.h"
+#include "profile_model.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum format { FORMAT_TEXT, FORMAT_HTML, FORMAT_FOLDED, FORMAT_PPROF };
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: heapscope report [-o FILE] [--format FORMAT] [--value VALUE] [--top N]\n"
+            "                        [--symbols DIR] [--diff BASE] [-q] DUMP...\n"
+            "\n"
+            "Turns heap dumps (Android native heap dumps v1.0-v1.2, as heapscope's malloc debug\n"
+            "and Android devices write them) into a report: the call stacks and functions that\n"
+            "hold the memory, symbolized with file:line and inlined functions. Several dumps are\n"
+            "added together.\n"
+            "\n"
+            "Options:\n"
+            "  -o, --output FILE   write to FILE (default: standard output); the format follows\n"
+            "                      its name: .html, .folded, .pb.gz or .pprof, else text\n"
+            "  -f, --format FORMAT text, html (interactive flame graph, one file), folded\n"
+            "                      (flamegraph.pl input) or pprof (gzipped profile.proto)\n"
+            "      --value VALUE   rank by inuse_space (default) or inuse_objects\n"
+            "      --top N         stacks and functions in the text report (default 10)\n"
+            "      --symbols DIR   look binaries up under DIR first (e.g. a device's symbols)\n"
+            "      --diff BASE     report what changed since the dump BASE (grew first)\n"
+            "  -q, --quiet         no progress messages\n"
+            "  -h, --help          show this help\n"
+            "\n"
+            "Examples:\n"
+            "  heapscope report /tmp/backtrace_heap.1234.txt\n"
+            "  heapscope report -o heap.html /tmp/backtrace_heap.1234.txt\n"
+            "  heapscope report --diff before.txt after.txt\n");
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int parse_format(const char *s, enum format *f)
+{
+    static const char *const names[] = {"text", "html", "folded", "pprof"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *f = (enum format)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* Reads and symbolizes dumps into p; returns 0 or 1 after printing the error. */
+static int load(struct hs_rep_profile *p, char **files, int n, const struct hs_rep_options *opt,
+                char *header, size_t header_cap)
+{
+    for (int i = 0; i < n; i++) {
+        struct hs_dump d;
+        char err[600];
+        if (hs_dump_read_file(files[i], &d, err, sizeof(err)) != 0) {
+            fprintf(stderr, "heapscope report: %s\n", err);
+            return 1;
+        }
+        if (header && i == 0)
+            snprintf(header, header_cap, "Android Native Heap Dump v1.%d%s%s%s",
+                     d.version_minor, d.fingerprint[0] ? ", build '" : "", d.fingerprint,
+                     d.fingerprint[0] ? "'" : "");
+        int rc = hs_rep_add_dump(p, &d, opt, err, sizeof(err));
+        hs_dump_free(&d);
+        if (rc != 0) {
+            fprintf(stderr, "heapscope report: %s: %s\n", files[i], err);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int hs_cmd_report(int argc, char **argv)
+{
+    enum { OPT_VALUE = 256, OPT_TOP, OPT_SYMBOLS, OPT_DIFF };
+    static const struct option long_options[] = {
+        {"output", required_argument, NULL, 'o'},   {"format", required_argument, NULL, 'f'},
+        {"value", required_argument, NULL, OPT_VALUE}, {"top", required_argument, NULL, OPT_TOP},
+        {"symbols", required_argument, NULL, OPT_SYMBOLS},
+        {"diff", required_argument, NULL, OPT_DIFF}, {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+    };
+    const char *output = NULL, *diff_base = NULL;
+    enum format format = FORMAT_TEXT;
+    bool format_given = false;
+    struct hs_rep_options opt = {NULL, true};
+    struct hs_rep_output_options out_opt = {HS_FG_INUSE_BYTES, 10, "", ""};
+    int c;
+    char *end;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:f:qh", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'f':
+            if (parse_format(optarg, &format) != 0) {
+                fprintf(stderr, "heapscope report: unknown format '%s' (text, html, folded, "
+                                "pprof)\n", optarg);
+                return 2;
+            }
+            format_given = true;
+            break;
+        case OPT_VALUE:
+            if (strcmp(optarg, "inuse_space") == 0) {
+                out_opt.value = HS_FG_INUSE_BYTES;
+            } else if (strcmp(optarg, "inuse_objects") == 0) {
+                out_opt.value = HS_FG_INUSE_COUNT;
+            } else {
+                fprintf(stderr, "heapscope report: unknown value '%s' (inuse_space, "
+                                "inuse_objects)\n", optarg);
+                return 2;
+            }
+            break;
+        case OPT_TOP:
+            out_opt.top = strtoul(optarg, &end, 10);
+            if (*end || out_opt.top == 0) {
+                fprintf(stderr, "heapscope report: bad --top '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case OPT_SYMBOLS:
+            opt.symbols_dir = optarg;
+            break;
+        case OPT_DIFF:
+            diff_base = optarg;
+            break;
+        case 'q':
+            opt.progress = false;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "heapscope report: no dump given\n\n");
+        usage(stderr);
+        return 2;
+    }
+    if (!format_given && output) {
+        if (ends_with(output, ".html") || ends_with(output, ".htm"))
+            format = FORMAT_HTML;
+        else if (ends_with(output, ".folded"))
+            format = FORMAT_FOLDED;
+        else if (ends_with(output, ".pb.gz") || ends_with(output, ".pprof") ||
+                 ends_with(output, ".pb"))
+            format = FORMAT_PPROF;
+    }
+
+    struct hs_rep_profile p;
+    hs_rep_profile_init(&p);
+    char header[512] = "";
+    int rc = load(&p, argv + optind, argc - optind, &opt, header, sizeof(header));
+    if (rc == 0 && diff_base) {
+        struct hs_rep_profile base;
+        hs_rep_profile_init(&base);
+        rc = load(&base, (char **)&diff_base, 1, &opt, NULL, 0);
+        if (rc == 0)
+            hs_rep_diff(&p, &base);
+        hs_rep_profile_free(&base);
+    }
+    if (rc != 0) {
+        hs_rep_profile_free(&p);
+        return rc;
+    }
+
+    char title[1024];
+    size_t len = 0;
+    for (int i = optind; i < argc && len < sizeof(title) - 1; i++)
+        len += (size_t)snprintf(title + len, sizeof(title) - len, "%s%s", i > optind ? " + " : "",
+                                argv[i]);
+    if (diff_base && len < sizeof(title) - 1)
+        snprintf(title + len, sizeof(title) - len, " (diff against %s)", diff_base);
+    out_opt.title = title;
+    out_opt.header = header;
+
+    FILE *out = output ? fopen(output, "w") : stdout;
+    if (!out) {
+        fprintf(stderr, "heapscope report: cannot write %s: %s\n", output, strerror(errno));
+        hs_rep_profile_free(&p);
+        return 1;
+    }
+    switch (format) {
+    case FORMAT_TEXT:
+        rc = hs_rep_write_text(out, &p, &out_opt);
+        break;
+    case FORMAT_HTML:
+        rc = hs_rep_write_html(out, &p, &out_opt);
+        break;
+    case FORMAT_FOLDED:
+        rc = hs_rep_write_folded(out, &p, &out_opt);
+        break;
+    case FORMAT_PPROF:
+        rc = hs_rep_write_pprof(out, &p, &out_opt);
+        break;
+    }
+    if ((output ? fclose(out) : fflush(out)) != 0)
+        rc = -1;
+    if (rc != 0)
+        fprintf(stderr, "heapscope report: cannot write %s: %s\n", output ? output : "the output",
+                strerror(errno));
+    hs_rep_profile_free(&p);
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,387 @@
+/* profile_model.c: building, symbolizing and diffing report profiles (see profile_model.h). */
+#include "profile_model.h"
+
+#include "hash.h"
+#include "heap_dump_reader.h"
+#include "symbolizer.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A string -> index map with open addressing; also interns strings (keys are owned). */
+struct strmap {
+    char **keys;
+    size_t *vals;
+    size_t cap, count;
+};
+
+static uint64_t hash_str(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Finds s; inserts it with value `val` when absent (returns the stored key in *key). */
+static size_t strmap_get(struct strmap *m, const char *s, size_t n, size_t val, const char **key)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 1024;
+        char **keys = calloc(cap, sizeof(*keys));
+        size_t *vals = calloc(cap, sizeof(*vals));
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            abort(); /* the report cannot go on without memory */
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i])
+                continue;
+            size_t j = hash_str(m->keys[i], strlen(m->keys[i])) & (cap - 1);
+            while (keys[j])
+                j = (j + 1) & (cap - 1);
+            keys[j] = m->keys[i];
+            vals[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    size_t j = hash_str(s, n) & (m->cap - 1);
+    while (m->keys[j]) {
+        if (strncmp(m->keys[j], s, n) == 0 && m->keys[j][n] == '\0') {
+            if (key)
+                *key = m->keys[j];
+            return m->vals[j];
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    char *k = malloc(n + 1);
+    if (!k)
+        abort();
+    memcpy(k, s, n);
+    k[n] = '\0';
+    m->keys[j] = k;
+    m->vals[j] = val;
+    m->count++;
+    if (key)
+        *key = k;
+    return val;
+}
+
+static void strmap_free(struct strmap *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->keys[i]);
+    free(m->keys);
+    free(m->vals);
+}
+
+struct impl {
+    struct strmap strings;   /* interned strings */
+    struct strmap stack_ids; /* symbolized stack key -> stack index */
+    struct strmap labels;    /* frame label -> unused */
+};
+
+static struct impl *impl_of(struct hs_rep_profile *p)
+{
+    if (!p->impl) {
+        p->impl = calloc(1, sizeof(struct impl));
+        if (!p->impl)
+            abort();
+    }
+    return p->impl;
+}
+
+static const char *intern(struct hs_rep_profile *p, const char *s)
+{
+    const char *key;
+    strmap_get(&impl_of(p)->strings, s, strlen(s), 0, &key);
+    return key;
+}
+
+static void *grow(void *array, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return array;
+    size_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    void *a = realloc(array, c * elem);
+    if (!a)
+        abort();
+    *cap = c;
+    return a;
+}
+
+void hs_rep_profile_init(struct hs_rep_profile *p)
+{
+    memset(p, 0, sizeof(*p));
+}
+
+void hs_rep_profile_free(struct hs_rep_profile *p)
+{
+    for (size_t i = 0; i < p->num_stacks; i++)
+        free(p->stacks[i].locations);
+    free(p->stacks);
+    free(p->frames);
+    free(p->locations);
+    free(p->maps);
+    struct impl *im = p->impl;
+    if (im) {
+        strmap_free(&im->strings);
+        strmap_free(&im->stack_ids);
+        strmap_free(&im->labels);
+        free(im);
+    }
+    memset(p, 0, sizeof(*p));
+}
+
+/* Symbolizes pc into a new location of p. */
+static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, uint64_t pc)
+{
+    struct hs_frame_info info[HS_SYMBOLIZE_MAX_FRAMES];
+    size_t n = sym ? hs_symbolize(sym, (uintptr_t)pc, 1, info, HS_SYMBOLIZE_MAX_FRAMES) : 0;
+    p->locations = grow(p->locations, &p->cap_locations, p->num_locations + 1,
+                        sizeof(*p->locations));
+    p->frames = grow(p->frames, &p->cap_frames, p->num_frames + (n ? n : 1), sizeof(*p->frames));
+    struct hs_rep_location *loc = &p->locations[p->num_locations];
+    loc->pc = pc;
+    loc->first_frame = p->num_frames;
+    loc->num_frames = n ? n : 1;
+    loc->map = intern(p, n ? info[0].map_path : "");
+    loc->rel_pc = n ? info[0].rel_pc : pc;
+    loc->build_id = intern(p, n ? info[0].build_id : "");
+    if (n == 0) {
+        char name[32];
+        snprintf(name, sizeof(name), "0x%" PRIx64, pc);
+        p->frames[p->num_frames++] = (struct hs_rep_frame){intern(p, name), "", 0, false};
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *fn = info[i].demangled[0] ? info[i].demangled : info[i].function;
+        char unknown[64];
+        if (!fn[0]) {
+            /* No symbol: name the place by its object and offset, as pprof does. */
+            const char *base = strrchr(info[i].map_path, '/');
+            snprintf(unknown, sizeof(unknown), "%s+0x%" PRIxPTR,
+                     base ? base + 1 : (info[i].map_path[0] ? info[i].map_path : "?"),
+                     info[i].rel_pc);
+            fn = unknown;
+        }
+        p->frames[p->num_frames++] = (struct hs_rep_frame){
+            intern(p, fn), intern(p, info[i].file), info[i].line, info[i].inlined};
+    }
+    return p->num_locations++;
+}
+
+/* The stack with these locations (keyed by their names), created when new. */
+static struct hs_rep_stack *stack_for(struct hs_rep_profile *p, const size_t *locs, size_t depth)
+{
+    /* Key: every frame's function and file, so runs at other addresses match. */
+    size_t cap = 256, len = 0;
+    char *key = malloc(cap);
+    for (size_t i = 0; key && i < depth; i++) {
+        const struct hs_rep_location *l = &p->locations[locs[i]];
+        for (size_t f = 0; f < l->num_frames; f++) {
+            const struct hs_rep_frame *fr = &p->frames[l->first_frame + f];
+            size_t need = strlen(fr->function) + strlen(fr->file) + 4;
+            if (len + need >= cap) {
+                while (len + need >= cap)
+                    cap *= 2;
+                char *k = realloc(key, cap);
+                if (!k) {
+                    free(key);
+                    key = NULL;
+                    break;
+                }
+                key = k;
+            }
+            len += (size_t)sprintf(key + len, "%s\x01%s\x02", fr->function, fr->file);
+        }
+    }
+    if (!key)
+        abort();
+    struct impl *im = impl_of(p);
+    size_t idx = strmap_get(&im->stack_ids, key, len, p->num_stacks, NULL);
+    free(key);
+    if (idx < p->num_stacks)
+        return &p->stacks[idx];
+    p->stacks = grow(p->stacks, &p->cap_stacks, p->num_stacks + 1, sizeof(*p->stacks));
+    struct hs_rep_stack *st = &p->stacks[p->num_stacks++];
+    memset(st, 0, sizeof(*st));
+    st->locations = malloc((depth ? depth : 1) * sizeof(size_t));
+    if (!st->locations)
+        abort();
+    memcpy(st->locations, locs, depth * sizeof(size_t));
+    st->depth = depth;
+    return st;
+}
+
+/* pc -> location index, per dump (the same pc means the same code only within one run). */
+struct pcmap {
+    uint64_t *keys;
+    size_t *vals;
+    size_t cap, count;
+};
+
+static size_t *pcmap_slot(struct pcmap *m, uint64_t pc, bool *found)
+{
+    if ((m->count + 1) * 2 > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 4096;
+        uint64_t *keys = calloc(cap, sizeof(*keys));
+        size_t *vals = calloc(cap, sizeof(*vals));
+        if (!keys || !vals)
+            abort();
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i])
+                continue;
+            size_t j = hs_hash_frames((uintptr_t *)&m->keys[i], 1) & (cap - 1);
+            while (keys[j])
+                j = (j + 1) & (cap - 1);
+            keys[j] = m->keys[i];
+            vals[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    uint64_t key = pc + 1; /* 0 marks an empty slot */
+    size_t j = hs_hash_frames((uintptr_t *)&key, 1) & (m->cap - 1);
+    while (m->keys[j] && m->keys[j] != key)
+        j = (j + 1) & (m->cap - 1);
+    *found = m->keys[j] != 0;
+    if (!*found) {
+        m->keys[j] = key;
+        m->count++;
+    }
+    return &m->vals[j];
+}
+
+int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
+                    const struct hs_rep_options *opt, char *err, size_t err_cap)
+{
+    struct hs_symbolizer *sym = hs_symbolizer_new(opt->symbols_dir);
+    if (!sym) {
+        snprintf(err, err_cap, "cannot set up the symbolizer");
+        return -1;
+    }
+    hs_symbolizer_add_maps_text(sym, d->maps, d->maps_len);
+    free(p->maps);
+    p->maps = malloc(d->maps_len + 1);
+    if (!p->maps)
+        abort();
+    memcpy(p->maps, d->maps, d->maps_len);
+    p->maps[d->maps_len] = '\0';
+    p->maps_len = d->maps_len;
+
+    /* Count the distinct pcs first, for the progress line. */
+    struct pcmap pcs = {0};
+    size_t distinct = 0, done = 0;
+    for (size_t r = 0; r < d->num_records; r++)
+        for (uint32_t f = 0; f < d->records[r].num_frames; f++) {
+            bool found;
+            pcmap_slot(&pcs, d->records[r].frames[f], &found);
+            distinct += !found;
+        }
+    free(pcs.keys);
+    free(pcs.vals);
+    memset(&pcs, 0, sizeof(pcs));
+    bool tty = opt->progress && isatty(2);
+
+    size_t *locs = NULL, locs_cap = 0;
+    for (size_t r = 0; r < d->num_records; r++) {
+        const struct hs_dump_record *rec = &d->records[r];
+        locs = grow(locs, &locs_cap, rec->num_frames + 1, sizeof(*locs));
+        for (uint32_t f = 0; f < rec->num_frames; f++) {
+            bool found;
+            size_t *slot = pcmap_slot(&pcs, rec->frames[f], &found);
+            if (!found) {
+                *slot = add_location(p, sym, rec->frames[f]);
+                if (tty && (++done % 1000 == 0 || done == distinct))
+                    fprintf(stderr, "\rheapscope report: symbolizing %zu/%zu addresses", done,
+                            distinct);
+            }
+            locs[f] = *slot;
+        }
+        struct hs_rep_stack *st = stack_for(p, locs, rec->num_frames);
+        int64_t bytes = (int64_t)(rec->size * rec->num), count = (int64_t)rec->num;
+        st->values[HS_FG_INUSE_BYTES] += bytes;
+        st->values[HS_FG_INUSE_COUNT] += count;
+        p->totals[HS_FG_INUSE_BYTES] += bytes;
+        p->totals[HS_FG_INUSE_COUNT] += count;
+    }
+    if (tty && distinct >= 1000)
+        fprintf(stderr, "\n");
+    else if (opt->progress && distinct >= 10000)
+        fprintf(stderr, "heapscope report: symbolized %zu addresses\n", distinct);
+    free(locs);
+    free(pcs.keys);
+    free(pcs.vals);
+    hs_symbolizer_free(sym);
+    return 0;
+}
+
+/* Copies a stack of `from` into p (by its names), returning p's stack. */
+static struct hs_rep_stack *import_stack(struct hs_rep_profile *p, const struct hs_rep_profile *from,
+                                         const struct hs_rep_stack *st)
+{
+    size_t *locs = malloc((st->depth ? st->depth : 1) * sizeof(size_t));
+    if (!locs)
+        abort();
+    for (size_t i = 0; i < st->depth; i++) {
+        const struct hs_rep_location *l = &from->locations[st->locations[i]];
+        p->locations = grow(p->locations, &p->cap_locations, p->num_locations + 1,
+                            sizeof(*p->locations));
+        p->frames = grow(p->frames, &p->cap_frames, p->num_frames + l->num_frames,
+                         sizeof(*p->frames));
+        struct hs_rep_location *nl = &p->locations[p->num_locations];
+        *nl = *l;
+        nl->map = intern(p, l->map);
+        nl->build_id = intern(p, l->build_id);
+        nl->first_frame = p->num_frames;
+        for (size_t f = 0; f < l->num_frames; f++) {
+            struct hs_rep_frame fr = from->frames[l->first_frame + f];
+            fr.function = intern(p, fr.function);
+            fr.file = intern(p, fr.file);
+            p->frames[p->num_frames++] = fr;
+        }
+        locs[i] = p->num_locations++;
+    }
+    struct hs_rep_stack *mine = stack_for(p, locs, st->depth);
+    free(locs);
+    return mine;
+}
+
+void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base)
+{
+    for (size_t i = 0; i < base->num_stacks; i++) {
+        struct hs_rep_stack *st = import_stack(p, base, &base->stacks[i]);
+        for (int v = 0; v < HS_FG_VALUES; v++)
+            st->base[v] += base->stacks[i].values[v];
+    }
+    for (int v = 0; v < HS_FG_VALUES; v++)
+        p->base_totals[v] = base->totals[v];
+    p->diff = true;
+    p->has_alloc = p->has_alloc && base->has_alloc;
+}
+
+const char *hs_rep_frame_label(struct hs_rep_profile *p, const struct hs_rep_frame *f)
+{
+    char buf[4096];
+    const char *base = strrchr(f->file, '/');
+    if (f->file[0] && f->line)
+        snprintf(buf, sizeof(buf), "%s (%s:%u)", f->function, base ? base + 1 : f->file, f->line);
+    else
+        snprintf(buf, sizeof(buf), "%s", f->function);
+    const char *key;
+    strmap_get(&impl_of(p)->labels, buf, strlen(buf), 0, &key);
+    return key;
+}

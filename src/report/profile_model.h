@@ -1,0 +1,79 @@
+/* profile_model.h: what `heapscope report` works on: symbolized stacks with values.
+ *
+ * A profile is a set of stacks (locations, innermost first) with four values each (in-use
+ * bytes and count, allocated bytes and count) and, after a diff, the base profile's values.
+ * Every distinct pc is a location, symbolized once into its chain of frames (inlined
+ * functions first, the real function last). Stacks are keyed by their symbolized names, not
+ * their addresses, so that two runs of a program (different load addresses) can be compared.
+ */
+#ifndef HEAPSCOPE_REPORT_PROFILE_MODEL_H
+#define HEAPSCOPE_REPORT_PROFILE_MODEL_H
+
+#include "flamegraph.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct hs_heap_dump;
+struct hs_dump;
+
+struct hs_rep_frame {
+    const char *function; /* demangled name, or "0x<pc>" when unknown */
+    const char *file;     /* source file ("" when unknown) */
+    unsigned line;
+    bool inlined;         /* inlined into the next frame of the location */
+};
+
+struct hs_rep_location {
+    uint64_t pc;
+    const char *map;      /* mapping path ("" when none) */
+    uint64_t rel_pc;
+    const char *build_id;
+    size_t first_frame;   /* into hs_rep_profile.frames */
+    size_t num_frames;    /* >= 1 */
+};
+
+struct hs_rep_stack {
+    size_t *locations;    /* innermost first */
+    size_t depth;
+    int64_t values[HS_FG_VALUES];
+    int64_t base[HS_FG_VALUES];
+};
+
+struct hs_rep_profile {
+    struct hs_rep_frame *frames;
+    size_t num_frames, cap_frames;
+    struct hs_rep_location *locations;
+    size_t num_locations, cap_locations;
+    struct hs_rep_stack *stacks;
+    size_t num_stacks, cap_stacks;
+    int64_t totals[HS_FG_VALUES];
+    int64_t base_totals[HS_FG_VALUES];
+    bool has_alloc;
+    bool diff;
+    char *maps;           /* MAPS of the (last) dump, for pprof mappings */
+    size_t maps_len;
+    void *impl;           /* hash tables, string pool */
+};
+
+/* Options of the symbolization. */
+struct hs_rep_options {
+    const char *symbols_dir; /* --symbols: look files up under this root first */
+    bool progress;           /* report progress on stderr */
+};
+
+void hs_rep_profile_init(struct hs_rep_profile *p);
+void hs_rep_profile_free(struct hs_rep_profile *p);
+
+/* Adds a parsed heap dump (symbolizing it with its MAPS). Returns 0 or -1 with err. */
+int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
+                    const struct hs_rep_options *opt, char *err, size_t err_cap);
+
+/* Makes p the difference "p - base": every stack of either gets base values. */
+void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base);
+
+/* "function (file:line)" display name of a frame, in a static-lifetime pool of p. */
+const char *hs_rep_frame_label(struct hs_rep_profile *p, const struct hs_rep_frame *f);
+
+#endif
