@@ -33,6 +33,7 @@ bench: deps
 	$(MAKE) build
 	@sh bench/run.sh $(BUILD)
 	@sh bench/leaks.sh $(BUILD)
+	@sh bench/report.sh $(BUILD)
 
 fuzz: deps
 	$(MAKE) build

@@ -25,5 +25,14 @@ echo "== 4. A leak: a list whose head is dropped. heapscope leaks reports what i
 echo "\$ heapscope leaks --contents -- $build/demo/leak"
 "$heapscope" leaks --contents -- "$build/demo/leak"
 echo
-echo "Next: 'heapscope debug --help', 'heapscope leaks --help', docs/malloc_debug.md and"
-echo "docs/memunreachable.md."
+echo "== 5. A heap dump at exit, turned into a report and a flame graph"
+dir=$(mktemp -d)
+echo "\$ heapscope debug -o 'backtrace backtrace_dump_on_exit backtrace_dump_prefix=$dir/heap' -- $build/demo/leak"
+"$heapscope" debug -o "backtrace backtrace_dump_on_exit backtrace_dump_prefix=$dir/heap" -- "$build/demo/leak"
+echo "\$ heapscope report --top 3 $dir/heap.*.exit.txt"
+"$heapscope" report -q --top 3 "$dir"/heap.*.exit.txt
+"$heapscope" report -q -o "$dir/heap.html" "$dir"/heap.*.exit.txt
+echo "(flame graph written to $dir/heap.html: open it in a browser)"
+echo
+echo "Next: 'heapscope COMMAND --help', docs/malloc_debug.md, docs/memunreachable.md and"
+echo "docs/report.md."
