@@ -11,7 +11,7 @@ fi
 build=$(cd "$1" && pwd)
 seconds=${2:-60}
 [ $# -ge 2 ] && shift 2 || shift 1
-targets=${*:-options pprof}
+targets=${*:-options pprof heap_dump}
 src=$(cd "$(dirname "$0")" && pwd)
 
 cmake --build "$build" --target fuzzers

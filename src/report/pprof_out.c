@@ -34,6 +34,8 @@ static int add_mapping(const struct hs_map *m, void *arg)
         return 0;
     uint64_t id = hs_pprof_mapping(c->pp, m->start, m->end, m->offset, m->path,
                                    build_id_of(c->p, m->path));
+    /* Symbolized here, inlined frames included: pprof tools must not symbolize again. */
+    hs_pprof_mapping_set_flags(c->pp, id, true, true, true, true);
     if (c->n == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 64;
         c->ranges = realloc(c->ranges, c->cap * sizeof(*c->ranges));
