@@ -1,7 +1,7 @@
 /* cmd_report.c: `heapscope report`, heap dumps into reports people can read.
  *
  * Reads Android native heap dumps (v1.0 to v1.2: heapscope's malloc debug or an Android
- * device), merges several files, symbolizes every address with elfutils through the dump's
+ * device) and pprof heap profiles (gzipped profile.proto), merges several files, symbolizes every address with elfutils through the dump's
  * MAPS section (and --symbols DIR first, as Android's native_heapdump_viewer.py), optionally
  * subtracts a base (--diff), and writes text, an HTML flame graph, folded stacks or pprof.
  */
@@ -9,6 +9,7 @@
 
 #include "heap_dump_reader.h"
 #include "outputs.h"
+#include "pprof.h"
 #include "profile_model.h"
 
 #include <errno.h>
@@ -23,10 +24,10 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: heapscope report [-o FILE] [--format FORMAT] [--value VALUE] [--top N]\n"
-            "                        [--symbols DIR] [--diff BASE] [-q] DUMP...\n"
+            "                        [--symbols DIR] [--diff BASE] [-q] FILE...\n"
             "\n"
             "Turns heap dumps (Android native heap dumps v1.0-v1.2, as heapscope's malloc debug\n"
-            "and Android devices write them) into a report: the call stacks and functions that\n"
+            "and Android devices write them) and pprof heap profiles into a report: the call stacks and functions that\n"
             "hold the memory, symbolized with file:line and inlined functions. Several dumps are\n"
             "added together.\n"
             "\n"
@@ -35,7 +36,8 @@ static void usage(FILE *out)
             "                      its name: .html, .folded, .pb.gz or .pprof, else text\n"
             "  -f, --format FORMAT text, html (interactive flame graph, one file), folded\n"
             "                      (flamegraph.pl input) or pprof (gzipped profile.proto)\n"
-            "      --value VALUE   rank by inuse_space (default) or inuse_objects\n"
+            "      --value VALUE   rank by inuse_space (default), inuse_objects, alloc_space\n"
+            "                      or alloc_objects (the last two: pprof profiles)\n"
             "      --top N         stacks and functions in the text report (default 10)\n"
             "      --symbols DIR   look binaries up under DIR first (e.g. a device's symbols)\n"
             "      --diff BASE     report what changed since the dump BASE (grew first)\n"
@@ -65,11 +67,96 @@ static int parse_format(const char *s, enum format *f)
     return -1;
 }
 
-/* Reads and symbolizes dumps into p; returns 0 or 1 after printing the error. */
+/* Reads a whole file; NULL with errno set on failure. */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 20, n = 0;
+    char *data = malloc(cap);
+    size_t r;
+    while (data && (r = fread(data + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            char *bigger = realloc(data, cap * 2);
+            if (!bigger) {
+                free(data);
+                data = NULL;
+            }
+            data = bigger;
+            cap *= 2;
+        }
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(data);
+        errno = EIO;
+        return NULL;
+    }
+    *len = n;
+    return data;
+}
+
+/* A pprof heap profile (anything that is not a heap dump is taken for one). */
+static int load_pprof(struct hs_rep_profile *p, const char *path, const struct hs_rep_options *opt,
+                      char *header, size_t header_cap)
+{
+    size_t len;
+    char *data = read_file(path, &len);
+    if (!data) {
+        fprintf(stderr, "heapscope report: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    struct hs_pprof *pp;
+    char err[600];
+    int rc = hs_pprof_read(data, len, &pp, err, sizeof(err));
+    free(data);
+    if (rc != 0) {
+        fprintf(stderr, "heapscope report: %s: not an Android native heap dump, nor a pprof "
+                        "profile: %s\n", path, err);
+        return 1;
+    }
+    if (header)
+        snprintf(header, header_cap, "pprof profile%s%s", hs_pprof_num_comments(pp) ? ": " : "",
+                 hs_pprof_num_comments(pp) ? hs_pprof_comment_at(pp, 0) : "");
+    rc = hs_rep_add_pprof(p, pp, opt, err, sizeof(err));
+    hs_pprof_free(pp);
+    if (rc != 0) {
+        fprintf(stderr, "heapscope report: %s: %s\n", path, err);
+        return 1;
+    }
+    return 0;
+}
+
+static bool is_heap_dump(const char *path)
+{
+    static const char magic[] = "Android Native Heap Dump";
+    char head[sizeof(magic) - 1];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return true; /* the dump reader says why it cannot be opened */
+    size_t n = fread(head, 1, sizeof(head), f);
+    fclose(f);
+    if (n == 0 || memcmp(head, magic, n) == 0)
+        return true;
+    /* pprof: gzip (1f), zlib (78) or a raw profile.proto, which starts with field 1 or 2
+     * (0a, 12). Anything else goes to the dump reader, which says what it expected. */
+    unsigned char c = (unsigned char)head[0];
+    return !(c == 0x1f || c == 0x78 || c == 0x0a || c == 0x12);
+}
+
+/* Reads and symbolizes dumps and profiles into p; returns 0 or 1 after printing the error. */
 static int load(struct hs_rep_profile *p, char **files, int n, const struct hs_rep_options *opt,
                 char *header, size_t header_cap)
 {
     for (int i = 0; i < n; i++) {
+        if (!is_heap_dump(files[i])) {
+            if (load_pprof(p, files[i], opt, i == 0 ? header : NULL, header_cap) != 0)
+                return 1;
+            continue;
+        }
         struct hs_dump d;
         char err[600];
         if (hs_dump_read_file(files[i], &d, err, sizeof(err)) != 0) {
@@ -126,9 +213,13 @@ int hs_cmd_report(int argc, char **argv)
                 out_opt.value = HS_FG_INUSE_BYTES;
             } else if (strcmp(optarg, "inuse_objects") == 0) {
                 out_opt.value = HS_FG_INUSE_COUNT;
+            } else if (strcmp(optarg, "alloc_space") == 0) {
+                out_opt.value = HS_FG_ALLOC_BYTES;
+            } else if (strcmp(optarg, "alloc_objects") == 0) {
+                out_opt.value = HS_FG_ALLOC_COUNT;
             } else {
                 fprintf(stderr, "heapscope report: unknown value '%s' (inuse_space, "
-                                "inuse_objects)\n", optarg);
+                                "inuse_objects, alloc_space, alloc_objects)\n", optarg);
                 return 2;
             }
             break;
@@ -182,6 +273,11 @@ int hs_cmd_report(int argc, char **argv)
         if (rc == 0)
             hs_rep_diff(&p, &base);
         hs_rep_profile_free(&base);
+    }
+    if (rc == 0 && out_opt.value >= HS_FG_ALLOC_BYTES && !p.has_alloc) {
+        fprintf(stderr, "heapscope report: the input has no allocated values (heap dumps hold "
+                        "only what is in use): use inuse_space or inuse_objects\n");
+        rc = 2;
     }
     if (rc != 0) {
         hs_rep_profile_free(&p);

@@ -3,6 +3,7 @@
 
 #include "hash.h"
 #include "heap_dump_reader.h"
+#include "pprof.h"
 #include "symbolizer.h"
 
 #include <inttypes.h>
@@ -326,6 +327,132 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
     free(pcs.keys);
     free(pcs.vals);
     hs_symbolizer_free(sym);
+    return 0;
+}
+
+/* The report value a pprof sample type carries, or -1. */
+static int value_of_type(struct hs_pprof_value_type t)
+{
+    static const struct {
+        const char *type;
+        int value;
+    } known[] = {
+        {"inuse_space", HS_FG_INUSE_BYTES},   {"inuse_objects", HS_FG_INUSE_COUNT},
+        {"alloc_space", HS_FG_ALLOC_BYTES},   {"alloc_objects", HS_FG_ALLOC_COUNT},
+    };
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (strcmp(t.type, known[i].type) == 0)
+            return known[i].value;
+    return -1;
+}
+
+/* A location of the profile as a report location: its own lines when the profile is
+ * symbolized, else symbolized here from its mapping's file (if the build ids agree). */
+static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof *pp,
+                                 struct hs_pprof_location_view l, struct hs_symbolizer *sym,
+                                 bool *warned)
+{
+    size_t mi = l.mapping_id ? hs_pprof_mapping_index(pp, l.mapping_id) : HS_PPROF_NONE;
+    struct hs_pprof_mapping_view m = {0};
+    if (mi != HS_PPROF_NONE)
+        m = hs_pprof_mapping_at(pp, mi);
+    if (l.num_lines == 0) {
+        size_t idx = add_location(p, sym, l.address);
+        struct hs_rep_location *loc = &p->locations[idx];
+        if (m.build_id && m.build_id[0] && loc->build_id[0] &&
+            strcmp(m.build_id, loc->build_id) != 0) {
+            /* The local file is not the one profiled: its symbols would lie. */
+            if (!*warned)
+                fprintf(stderr, "heapscope report: %s has build id %s, the profile says %s: "
+                                "not using its symbols\n", loc->map, loc->build_id, m.build_id);
+            *warned = true;
+            char name[64];
+            snprintf(name, sizeof(name), "0x%" PRIx64, l.address);
+            loc->num_frames = 1;
+            p->frames[loc->first_frame] = (struct hs_rep_frame){intern(p, name), "", 0, false};
+        }
+        return idx;
+    }
+    p->locations = grow(p->locations, &p->cap_locations, p->num_locations + 1,
+                        sizeof(*p->locations));
+    p->frames = grow(p->frames, &p->cap_frames, p->num_frames + l.num_lines, sizeof(*p->frames));
+    struct hs_rep_location *loc = &p->locations[p->num_locations];
+    loc->pc = l.address;
+    loc->map = intern(p, m.filename ? m.filename : "");
+    loc->rel_pc = m.filename ? l.address - m.start + m.offset : l.address;
+    loc->build_id = intern(p, m.build_id ? m.build_id : "");
+    loc->first_frame = p->num_frames;
+    loc->num_frames = l.num_lines;
+    for (size_t i = 0; i < l.num_lines; i++) {
+        size_t fi = l.lines[i].function_id ? hs_pprof_function_index(pp, l.lines[i].function_id)
+                                           : HS_PPROF_NONE;
+        struct hs_pprof_function_view f = {0};
+        if (fi != HS_PPROF_NONE)
+            f = hs_pprof_function_at(pp, fi);
+        char unknown[32];
+        const char *name = f.name && f.name[0] ? f.name : f.system_name;
+        if (!name || !name[0]) {
+            snprintf(unknown, sizeof(unknown), "0x%" PRIx64, l.address);
+            name = unknown;
+        }
+        p->frames[p->num_frames++] = (struct hs_rep_frame){
+            intern(p, name), intern(p, f.filename ? f.filename : ""),
+            l.lines[i].line > 0 ? (unsigned)l.lines[i].line : 0, i + 1 < l.num_lines};
+    }
+    return p->num_locations++;
+}
+
+int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
+                     const struct hs_rep_options *opt, char *err, size_t err_cap)
+{
+    size_t num_types = hs_pprof_num_sample_types(pp);
+    int map_type[64];
+    bool any = false, alloc = false;
+    for (size_t t = 0; t < num_types && t < 64; t++) {
+        map_type[t] = value_of_type(hs_pprof_sample_type_at(pp, t));
+        any |= map_type[t] >= 0;
+        alloc |= map_type[t] == HS_FG_ALLOC_BYTES || map_type[t] == HS_FG_ALLOC_COUNT;
+    }
+    if (!any || num_types > 64) {
+        snprintf(err, err_cap, "not a heap profile: no sample type inuse_space, inuse_objects, "
+                               "alloc_space or alloc_objects");
+        return -1;
+    }
+    p->has_alloc = p->num_stacks == 0 ? alloc : (p->has_alloc && alloc);
+
+    /* Unsymbolized locations are symbolized here, from the mappings' files. */
+    struct hs_symbolizer *sym = hs_symbolizer_new(opt->symbols_dir);
+    for (size_t i = 0; sym && i < hs_pprof_num_mappings(pp); i++) {
+        struct hs_pprof_mapping_view m = hs_pprof_mapping_at(pp, i);
+        if (m.filename[0] == '/' && m.limit > m.start)
+            hs_symbolizer_add_map(sym, m.start, m.limit, m.offset, m.filename);
+    }
+    size_t n = hs_pprof_num_locations(pp);
+    size_t *loc_index = malloc((n ? n : 1) * sizeof(size_t));
+    if (!loc_index)
+        abort();
+    bool warned = false;
+    for (size_t i = 0; i < n; i++)
+        loc_index[i] = add_pprof_location(p, pp, hs_pprof_location_at(pp, i), sym, &warned);
+
+    size_t *locs = NULL, locs_cap = 0;
+    for (size_t s = 0; s < hs_pprof_num_samples(pp); s++) {
+        struct hs_pprof_sample_view sv = hs_pprof_sample_at(pp, s);
+        locs = grow(locs, &locs_cap, sv.num_locations + 1, sizeof(*locs));
+        for (size_t l = 0; l < sv.num_locations; l++)
+            locs[l] = loc_index[hs_pprof_location_index(pp, sv.location_ids[l])];
+        struct hs_rep_stack *st = stack_for(p, locs, sv.num_locations);
+        for (size_t t = 0; t < sv.num_values && t < num_types; t++) {
+            if (map_type[t] < 0)
+                continue;
+            st->values[map_type[t]] += sv.values[t];
+            p->totals[map_type[t]] += sv.values[t];
+        }
+    }
+    free(locs);
+    free(loc_index);
+    if (sym)
+        hs_symbolizer_free(sym);
     return 0;
 }
 

@@ -70,6 +70,14 @@ void hs_rep_profile_free(struct hs_rep_profile *p);
 int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
                     const struct hs_rep_options *opt, char *err, size_t err_cap);
 
+struct hs_pprof;
+
+/* Adds a pprof heap profile (sample types inuse_space/objects, alloc_space/objects); its
+ * unsymbolized locations are symbolized from the mappings' files when their build ids
+ * agree. Returns 0 or -1 with err. */
+int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
+                     const struct hs_rep_options *opt, char *err, size_t err_cap);
+
 /* Makes p the difference "p - base": every stack of either gets base values. */
 void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base);
 

@@ -39,6 +39,7 @@ static double percent(int64_t part, int64_t whole)
 struct ranked {
     size_t index;
     int64_t key;
+    const char *name; /* ties are ordered by name (NULL: by index) */
 };
 
 static int by_key_desc(const void *a, const void *b)
@@ -47,6 +48,8 @@ static int by_key_desc(const void *a, const void *b)
     int64_t kx = x->key < 0 ? -x->key : x->key, ky = y->key < 0 ? -y->key : y->key;
     if (kx != ky)
         return kx > ky ? -1 : 1;
+    if (x->name && y->name)
+        return strcmp(x->name, y->name);
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
@@ -104,7 +107,7 @@ static void print_function_table(FILE *out, struct hs_rep_profile *p, struct fn_
             continue;
         const int64_t *v = self ? stats[i].self : stats[i].total;
         const int64_t *b = self ? stats[i].self_base : stats[i].total_base;
-        r[k++] = (struct ranked){i, value_of(p, v, b, o->value)};
+        r[k++] = (struct ranked){i, value_of(p, v, b, o->value), stats[i].label};
     }
     qsort(r, k, sizeof(*r), by_key_desc);
     int count_value = o->value | 1; /* the count that goes with the ranked value */
@@ -155,7 +158,8 @@ int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
     if (!r)
         return -1;
     for (size_t i = 0; i < p->num_stacks; i++)
-        r[i] = (struct ranked){i, value_of(p, p->stacks[i].values, p->stacks[i].base, o->value)};
+        r[i] = (struct ranked){i, value_of(p, p->stacks[i].values, p->stacks[i].base, o->value),
+                               NULL};
     qsort(r, p->num_stacks, sizeof(*r), by_key_desc);
     size_t shown = 0;
     while (shown < p->num_stacks && shown < o->top && r[shown].key != 0)

@@ -71,6 +71,28 @@ class ReportOurDumps(Case):
                      b"md_track.c"):
             self.assertIn(name, data)
 
+    def test_pprof_round_trip(self):
+        """A pprof profile heapscope wrote reads back with the same stacks and totals."""
+        with tempfile.TemporaryDirectory() as d:
+            dump = make_dump(d)
+            prof = os.path.join(d, "heap.pb.gz")
+            report("-o", prof, dump)
+            from_dump = report(dump).stdout.splitlines()
+            from_prof = report(prof).stdout.splitlines()
+        self.assertEqual(from_prof[1], "  pprof profile: heapscope report")
+        self.assertEqual(from_prof[2:], from_dump[2:])
+
+    def test_pprof_input_damaged(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.pb.gz")
+            with open(path, "wb") as f:
+                f.write(gzip.compress(b"\x0a\xff\xff\xff"))
+            proc = report(path, expect=1)
+            self.assertIn("not an Android native heap dump, nor a pprof profile", proc.stderr)
+            r = report("--value", "alloc_space", os.path.join(DUMPS, "android_v1.1.txt"),
+                       expect=2)
+            self.assertIn("no allocated values", r.stderr)
+
     def test_html_output(self):
         with tempfile.TemporaryDirectory() as d:
             dump = make_dump(d)
