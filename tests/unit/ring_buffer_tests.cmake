@@ -1,0 +1,11 @@
+# The profiler's shared ring buffer (src/profiler/ring_buffer.c): sizes, attach checks, every
+# record size, wrap-around, full buffer, wake-ups, unpublished records, dead lock holders,
+# signal handlers, 4 writer threads against a reader, forked writers, hostile contents.
+# include()d from tests/unit/CMakeLists.txt.
+find_package(Threads REQUIRED)
+add_executable(test_ring_buffer ${CMAKE_CURRENT_LIST_DIR}/test_ring_buffer.c)
+target_include_directories(test_ring_buffer PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(test_ring_buffer PRIVATE hs_profiler_core Threads::Threads)
+add_test(NAME unit.ring_buffer COMMAND test_ring_buffer)
+# 1M records through 4 writer threads take a few seconds; more under a sanitizer.
+set_tests_properties(unit.ring_buffer PROPERTIES TIMEOUT 300)
