@@ -59,8 +59,8 @@ int main(int argc, char **argv)
 #ifdef USE_LSAN
     int leaked = __lsan_do_recoverable_leak_check();
     double total = now_ms() - start;
-    printf("result blocks=%zu leaks=%s pause_ms=%.1f total_ms=%.1f\n", n,
-           leaked ? "yes" : "no", total, total);
+    printf("result blocks=%zu leaks=%s pause_ms=%.1f total_ms=%.1f\n", n, leaked ? "yes" : "no",
+           total, total);
 #else
     struct UnreachableMemoryInfo info = {0};
     if (!GetUnreachableMemory(&info, 10)) {
@@ -70,8 +70,8 @@ int main(int argc, char **argv)
     double total = now_ms() - start;
     struct UnreachableMemoryStats stats;
     GetLastUnreachableMemoryStats(&stats);
-    printf("result blocks=%zu allocations=%zu leaks=%zu pause_ms=%.2f total_ms=%.1f\n", n, info.num_allocations, info.num_leaks,
-           stats.pause_ns / 1e6, total);
+    printf("result blocks=%zu allocations=%zu leaks=%zu pause_ms=%.2f total_ms=%.1f\n", n,
+           info.num_allocations, info.num_leaks, stats.pause_ns / 1e6, total);
     FreeUnreachableMemory(&info);
 #endif
     for (size_t i = 0; i < n; i++)

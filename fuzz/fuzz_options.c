@@ -38,7 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     char *opts = malloc(size + 1);
-    if (opts == NULL) return 0;
+    if (opts == NULL)
+        return 0;
     memcpy(opts, data, size);
     opts[size] = '\0';
 
@@ -46,7 +47,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     g_lines = 0;
     int ok = hs_md_config_parse(&cfg, opts);
     if (ok) {
-        if (g_lines != 0) __builtin_trap();
+        if (g_lines != 0)
+            __builtin_trap();
         if (cfg.front_guard_bytes % 16 != 0 || cfg.front_guard_bytes > 16384 ||
             cfg.rear_guard_bytes > 16384 || cfg.backtrace_frames > 256 ||
             cfg.free_track_backtrace_num_frames > 256 || cfg.expand_alloc_bytes > 16384 ||

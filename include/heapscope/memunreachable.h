@@ -42,13 +42,13 @@ struct UnreachableLeak {
     size_t size;
     size_t referenced_count; /* unreachable allocations reachable only through this one */
     size_t referenced_size;
-    size_t similar_count;    /* other leaks with the same backtrace, merged into this one */
+    size_t similar_count; /* other leaks with the same backtrace, merged into this one */
     size_t similar_size;
     size_t similar_referenced_count;
     size_t similar_referenced_size;
-    size_t total_size;       /* size + referenced + similar + similar referenced */
+    size_t total_size; /* size + referenced + similar + similar referenced */
     uint8_t contents[UNREACHABLE_CONTENTS_LENGTH]; /* the first bytes of the allocation */
-    size_t contents_length;  /* min(size, UNREACHABLE_CONTENTS_LENGTH) */
+    size_t contents_length;                        /* min(size, UNREACHABLE_CONTENTS_LENGTH) */
     size_t num_backtrace_frames;
     uintptr_t backtrace_frames[UNREACHABLE_BACKTRACE_FRAMES]; /* at allocation, absolute pcs */
 };
@@ -59,7 +59,7 @@ struct UnreachableMemoryInfo {
     size_t leak_bytes;             /* their bytes */
     size_t num_allocations;        /* all live allocations */
     size_t allocation_bytes;
-    size_t version; /* set to 0 before the call; anything else is refused */
+    size_t version;            /* set to 0 before the call; anything else is refused */
     size_t num_reported_leaks; /* entries in leaks[] */
 };
 
@@ -83,9 +83,9 @@ bool NoLeaks(void);
 
 /* Figures of the last check of this process (heapscope's addition). */
 struct UnreachableMemoryStats {
-    uint64_t pause_ns;   /* how long the threads were stopped */
-    uint64_t total_ns;   /* the whole check, as the caller saw it */
-    size_t num_threads;  /* threads stopped */
+    uint64_t pause_ns;  /* how long the threads were stopped */
+    uint64_t total_ns;  /* the whole check, as the caller saw it */
+    size_t num_threads; /* threads stopped */
 };
 void GetLastUnreachableMemoryStats(struct UnreachableMemoryStats *stats);
 

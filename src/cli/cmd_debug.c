@@ -6,7 +6,6 @@
  */
 #include "cli.h"
 
-
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -19,42 +18,43 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: heapscope debug [-o OPTIONS] [--program NAME] [--log FILE] [--] PROGRAM [ARGS...]\n"
-            "\n"
-            "Runs PROGRAM with heapscope's malloc debug (libmalloc_debug.so) preloaded: the\n"
-            "Linux port of Android's malloc debug. Corrupted guards, double frees and bad\n"
-            "pointers are reported in Android's format with a backtrace.\n"
-            "\n"
-            "Options:\n"
-            "  -o, --options OPTIONS  malloc debug options, as in LIBC_DEBUG_MALLOC_OPTIONS\n"
-            "                         (default: \"" DEFAULT_OPTIONS "\")\n"
-            "      --program NAME     enable only in processes whose program name is NAME\n"
-            "                         (children of PROGRAM inherit the setting)\n"
-            "  -l, --log FILE         append reports to FILE instead of stderr; %%p in FILE\n"
-            "                         becomes the process id\n"
-            "  -h, --help             show this help\n"
-            "\n"
-            "Malloc debug options (full list and meaning: docs/malloc_debug.md):\n"
-            "  guard[=N] front_guard[=N] rear_guard[=N]   guard bytes around each allocation\n"
-            "                                             (default 32; 0xaa front, 0xbb rear)\n"
-            "  fill[=N] fill_on_alloc[=N] fill_on_free[=N] fill new memory with 0xeb and freed\n"
-            "                                             memory with 0xef (default: all of it)\n"
-            "  expand_alloc[=N]        add N bytes to every allocation (default 16)\n"
-            "  backtrace[=N]           record N frames (default 16) of each allocation\n"
-            "  free_track[=N]          keep N freed blocks (default 100) to catch use after free\n"
-            "                          and double free, with the stack that freed them\n"
-            "  leak_track              list the allocations still live at exit\n"
-            "  verify_pointers         report pointers malloc never returned\n"
-            "  backtrace_dump_on_exit  write a heap dump at exit (with backtrace);\n"
-            "                          kill -47 PID writes one at any time\n"
-            "  abort_on_error          abort after the first error report\n"
-            "  verbose                 log that malloc debug is enabled and its signals\n"
-            "\n"
-            "Examples:\n"
-            "  heapscope debug -- ./myprog arg\n"
-            "  heapscope debug -o \"rear_guard=64 abort_on_error\" -l /tmp/md.%%p.log -- ./myprog\n"
-            "  heapscope debug -o \"backtrace free_track leak_track\" -- ./myprog\n");
+    fprintf(
+        out,
+        "usage: heapscope debug [-o OPTIONS] [--program NAME] [--log FILE] [--] PROGRAM [ARGS...]\n"
+        "\n"
+        "Runs PROGRAM with heapscope's malloc debug (libmalloc_debug.so) preloaded: the\n"
+        "Linux port of Android's malloc debug. Corrupted guards, double frees and bad\n"
+        "pointers are reported in Android's format with a backtrace.\n"
+        "\n"
+        "Options:\n"
+        "  -o, --options OPTIONS  malloc debug options, as in LIBC_DEBUG_MALLOC_OPTIONS\n"
+        "                         (default: \"" DEFAULT_OPTIONS "\")\n"
+        "      --program NAME     enable only in processes whose program name is NAME\n"
+        "                         (children of PROGRAM inherit the setting)\n"
+        "  -l, --log FILE         append reports to FILE instead of stderr; %%p in FILE\n"
+        "                         becomes the process id\n"
+        "  -h, --help             show this help\n"
+        "\n"
+        "Malloc debug options (full list and meaning: docs/malloc_debug.md):\n"
+        "  guard[=N] front_guard[=N] rear_guard[=N]   guard bytes around each allocation\n"
+        "                                             (default 32; 0xaa front, 0xbb rear)\n"
+        "  fill[=N] fill_on_alloc[=N] fill_on_free[=N] fill new memory with 0xeb and freed\n"
+        "                                             memory with 0xef (default: all of it)\n"
+        "  expand_alloc[=N]        add N bytes to every allocation (default 16)\n"
+        "  backtrace[=N]           record N frames (default 16) of each allocation\n"
+        "  free_track[=N]          keep N freed blocks (default 100) to catch use after free\n"
+        "                          and double free, with the stack that freed them\n"
+        "  leak_track              list the allocations still live at exit\n"
+        "  verify_pointers         report pointers malloc never returned\n"
+        "  backtrace_dump_on_exit  write a heap dump at exit (with backtrace);\n"
+        "                          kill -47 PID writes one at any time\n"
+        "  abort_on_error          abort after the first error report\n"
+        "  verbose                 log that malloc debug is enabled and its signals\n"
+        "\n"
+        "Examples:\n"
+        "  heapscope debug -- ./myprog arg\n"
+        "  heapscope debug -o \"rear_guard=64 abort_on_error\" -l /tmp/md.%%p.log -- ./myprog\n"
+        "  heapscope debug -o \"backtrace free_track leak_track\" -- ./myprog\n");
 }
 
 int hs_cmd_debug(int argc, char **argv)

@@ -9,7 +9,6 @@
  */
 #include "cli.h"
 
-
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -28,7 +27,8 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: heapscope leaks [--contents] [--limit N] [-o OPTIONS] [-l FILE] -- PROGRAM [ARGS...]\n"
+            "usage: heapscope leaks [--contents] [--limit N] [-o OPTIONS] [-l FILE] -- PROGRAM "
+            "[ARGS...]\n"
             "       heapscope leaks -p PID [--timeout SECONDS]\n"
             "\n"
             "Finds heap memory that nothing points to any more (leaked), in a live process,\n"
@@ -131,8 +131,10 @@ static bool target_ready(pid_t pid)
     char path[64];
     if (kill(pid, 0) != 0) {
         if (errno == EPERM)
-            fprintf(stderr, "heapscope leaks: process %d belongs to another user; run heapscope "
-                            "as that user (or as root)\n", (int)pid);
+            fprintf(stderr,
+                    "heapscope leaks: process %d belongs to another user; run heapscope "
+                    "as that user (or as root)\n",
+                    (int)pid);
         else
             fprintf(stderr, "heapscope leaks: no process %d\n", (int)pid);
         return false;
@@ -142,8 +144,10 @@ static bool target_ready(pid_t pid)
     char *maps = read_small_file(path, &len);
     if (!maps) {
         if (errno == EACCES || errno == EPERM)
-            fprintf(stderr, "heapscope leaks: not allowed to inspect process %d (%s): it runs "
-                            "as another user or under ptrace restrictions\n", (int)pid, path);
+            fprintf(stderr,
+                    "heapscope leaks: not allowed to inspect process %d (%s): it runs "
+                    "as another user or under ptrace restrictions\n",
+                    (int)pid, path);
         else
             fprintf(stderr, "heapscope leaks: cannot read %s: %s\n", path, strerror(errno));
         return false;
@@ -154,7 +158,8 @@ static bool target_ready(pid_t pid)
     if (!detector && !shim) {
         fprintf(stderr,
                 "heapscope leaks: process %d has no heapscope library loaded; start it with "
-                "'heapscope leaks -- PROGRAM' or link it with -lmemunreachable\n", (int)pid);
+                "'heapscope leaks -- PROGRAM' or link it with -lmemunreachable\n",
+                (int)pid);
         return false;
     }
     snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
@@ -215,8 +220,7 @@ static int check_process(pid_t pid, int timeout_s)
         }
         nanosleep(&tick, NULL);
     }
-    fprintf(stderr, "heapscope leaks: no report from process %d after %d s\n", (int)pid,
-            timeout_s);
+    fprintf(stderr, "heapscope leaks: no report from process %d after %d s\n", (int)pid, timeout_s);
     return 1;
 }
 

@@ -1,9 +1,10 @@
 /* cmd_report.c: `heapscope report`, heap dumps into reports people can read.
  *
  * Reads Android native heap dumps (v1.0 to v1.2: heapscope's malloc debug or an Android
- * device) and pprof heap profiles (gzipped profile.proto), merges several files, symbolizes every address with elfutils through the dump's
- * MAPS section (and --symbols DIR first, as Android's native_heapdump_viewer.py), optionally
- * subtracts a base (--diff), and writes text, an HTML flame graph, folded stacks or pprof.
+ * device) and pprof heap profiles (gzipped profile.proto), merges several files, symbolizes every
+ * address with elfutils through the dump's MAPS section (and --symbols DIR first, as Android's
+ * native_heapdump_viewer.py), optionally subtracts a base (--diff), and writes text, an HTML flame
+ * graph, folded stacks or pprof.
  */
 #include "cli.h"
 
@@ -27,7 +28,8 @@ static void usage(FILE *out)
             "                        [--symbols DIR] [--diff BASE] [-q] FILE...\n"
             "\n"
             "Turns heap dumps (Android native heap dumps v1.0-v1.2, as heapscope's malloc debug\n"
-            "and Android devices write them) and pprof heap profiles into a report: the call stacks and functions that\n"
+            "and Android devices write them) and pprof heap profiles into a report: the call "
+            "stacks and functions that\n"
             "hold the memory, symbolized with file:line and inlined functions. Several dumps are\n"
             "added together.\n"
             "\n"
@@ -114,8 +116,10 @@ static int load_pprof(struct hs_rep_profile *p, const char *path, const struct h
     int rc = hs_pprof_read(data, len, &pp, err, sizeof(err));
     free(data);
     if (rc != 0) {
-        fprintf(stderr, "heapscope report: %s: not an Android native heap dump, nor a pprof "
-                        "profile: %s\n", path, err);
+        fprintf(stderr,
+                "heapscope report: %s: not an Android native heap dump, nor a pprof "
+                "profile: %s\n",
+                path, err);
         return 1;
     }
     if (header)
@@ -164,8 +168,8 @@ static int load(struct hs_rep_profile *p, char **files, int n, const struct hs_r
             return 1;
         }
         if (header && i == 0)
-            snprintf(header, header_cap, "Android Native Heap Dump v1.%d%s%s%s",
-                     d.version_minor, d.fingerprint[0] ? ", build '" : "", d.fingerprint,
+            snprintf(header, header_cap, "Android Native Heap Dump v1.%d%s%s%s", d.version_minor,
+                     d.fingerprint[0] ? ", build '" : "", d.fingerprint,
                      d.fingerprint[0] ? "'" : "");
         int rc = hs_rep_add_dump(p, &d, opt, err, sizeof(err));
         hs_dump_free(&d);
@@ -181,11 +185,15 @@ int hs_cmd_report(int argc, char **argv)
 {
     enum { OPT_VALUE = 256, OPT_TOP, OPT_SYMBOLS, OPT_DIFF };
     static const struct option long_options[] = {
-        {"output", required_argument, NULL, 'o'},   {"format", required_argument, NULL, 'f'},
-        {"value", required_argument, NULL, OPT_VALUE}, {"top", required_argument, NULL, OPT_TOP},
+        {"output", required_argument, NULL, 'o'},
+        {"format", required_argument, NULL, 'f'},
+        {"value", required_argument, NULL, OPT_VALUE},
+        {"top", required_argument, NULL, OPT_TOP},
         {"symbols", required_argument, NULL, OPT_SYMBOLS},
-        {"diff", required_argument, NULL, OPT_DIFF}, {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+        {"diff", required_argument, NULL, OPT_DIFF},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *output = NULL, *diff_base = NULL;
     enum format format = FORMAT_TEXT;
@@ -202,8 +210,10 @@ int hs_cmd_report(int argc, char **argv)
             break;
         case 'f':
             if (parse_format(optarg, &format) != 0) {
-                fprintf(stderr, "heapscope report: unknown format '%s' (text, html, folded, "
-                                "pprof)\n", optarg);
+                fprintf(stderr,
+                        "heapscope report: unknown format '%s' (text, html, folded, "
+                        "pprof)\n",
+                        optarg);
                 return 2;
             }
             format_given = true;
@@ -218,8 +228,10 @@ int hs_cmd_report(int argc, char **argv)
             } else if (strcmp(optarg, "alloc_objects") == 0) {
                 out_opt.value = HS_FG_ALLOC_COUNT;
             } else {
-                fprintf(stderr, "heapscope report: unknown value '%s' (inuse_space, "
-                                "inuse_objects, alloc_space, alloc_objects)\n", optarg);
+                fprintf(stderr,
+                        "heapscope report: unknown value '%s' (inuse_space, "
+                        "inuse_objects, alloc_space, alloc_objects)\n",
+                        optarg);
                 return 2;
             }
             break;

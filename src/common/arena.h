@@ -47,7 +47,10 @@ struct hs_arena {
     size_t num_maps, maps_cap;
 };
 
-#define HS_ARENA_INIT {0}
+#define HS_ARENA_INIT                                                                              \
+    {                                                                                              \
+        0                                                                                          \
+    }
 
 /* Returns a block of at least `size` bytes aligned to 16, or NULL (mmap failed). Memory of a
  * new chunk is zero; recycled blocks are not cleared. */

@@ -36,14 +36,17 @@ static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t m
     unw_context_t uc;
     unw_cursor_t cursor;
     size_t n = 0;
-    if (unw_getcontext(&uc) != 0 || unw_init_local(&cursor, &uc) != 0) return 0;
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&cursor, &uc) != 0)
+        return 0;
     size_t depth = 0;
     do {
         unw_word_t ip;
-        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
+            break;
         if (depth++ >= drop) {
             frames[n++] = (uintptr_t)ip;
-            if (n == max_frames) break;
+            if (n == max_frames)
+                break;
         }
     } while (depth < HS_BACKTRACE_MAX_STEPS && unw_step(&cursor) > 0);
     return n;
@@ -55,8 +58,10 @@ static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t m
 __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames,
                                                       size_t skip)
 {
-    if (max_frames == 0) return 0;
-    if (max_frames > HS_BACKTRACE_MAX_FRAMES) max_frames = HS_BACKTRACE_MAX_FRAMES;
+    if (max_frames == 0)
+        return 0;
+    if (max_frames > HS_BACKTRACE_MAX_FRAMES)
+        max_frames = HS_BACKTRACE_MAX_FRAMES;
     int saved_errno = errno;
     size_t n = 0;
 

@@ -22,14 +22,16 @@ static bool in_bounds(const struct hs_elf *elf, uint64_t off, uint64_t len)
 
 static bool read_at(const struct hs_elf *elf, uint64_t off, void *out, size_t len)
 {
-    if (!in_bounds(elf, off, len)) return false;
+    if (!in_bounds(elf, off, len))
+        return false;
     memcpy(out, elf->data + off, len);
     return true;
 }
 
 static bool read_ehdr(const struct hs_elf *elf, Elf64_Ehdr *eh)
 {
-    if (!elf->data || !read_at(elf, 0, eh, sizeof(*eh))) return false;
+    if (!elf->data || !read_at(elf, 0, eh, sizeof(*eh)))
+        return false;
     return memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
            eh->e_ident[EI_DATA] == ELFDATA2LSB;
 }
@@ -46,20 +48,24 @@ static bool read_shtab(const struct hs_elf *elf, const Elf64_Ehdr *eh, struct sh
     t->off = eh->e_shoff;
     t->num = eh->e_shnum;
     t->entsize = eh->e_shentsize;
-    if (t->off == 0 || t->entsize < sizeof(Elf64_Shdr)) return false;
+    if (t->off == 0 || t->entsize < sizeof(Elf64_Shdr))
+        return false;
     if (t->num == 0) {
         /* Extended numbering: the count is in the sh_size of section 0. */
         Elf64_Shdr first;
-        if (!read_at(elf, t->off, &first, sizeof(first))) return false;
+        if (!read_at(elf, t->off, &first, sizeof(first)))
+            return false;
         t->num = first.sh_size;
     }
-    if (!in_bounds(elf, t->off, 0) || t->num > (elf->size - t->off) / t->entsize) return false;
+    if (!in_bounds(elf, t->off, 0) || t->num > (elf->size - t->off) / t->entsize)
+        return false;
     return t->num > 0;
 }
 
 static bool read_shdr(const struct hs_elf *elf, const struct shtab *t, uint64_t i, Elf64_Shdr *sh)
 {
-    if (i >= t->num) return false;
+    if (i >= t->num)
+        return false;
     return read_at(elf, t->off + i * t->entsize, sh, sizeof(*sh));
 }
 
@@ -77,7 +83,8 @@ bool hs_elf_open_image(struct hs_elf *elf, const void *image, size_t size)
     elf->dev = 0;
     elf->inode = 0;
     Elf64_Ehdr eh;
-    if (read_ehdr(elf, &eh)) return true;
+    if (read_ehdr(elf, &eh))
+        return true;
     elf->data = NULL;
     elf->size = 0;
     return false;
@@ -109,10 +116,12 @@ bool hs_elf_open(struct hs_elf *elf, const char *path)
     bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
               (uint64_t)st.st_size <= SIZE_MAX;
     void *p = MAP_FAILED;
-    if (ok) p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (ok)
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     errno = saved;
-    if (p == MAP_FAILED) return false;
+    if (p == MAP_FAILED)
+        return false;
 
     elf->data = p;
     elf->size = (size_t)st.st_size;
@@ -120,14 +129,16 @@ bool hs_elf_open(struct hs_elf *elf, const char *path)
     elf->dev = st.st_dev;
     elf->inode = st.st_ino;
     Elf64_Ehdr eh;
-    if (read_ehdr(elf, &eh)) return true;
+    if (read_ehdr(elf, &eh))
+        return true;
     hs_elf_close(elf);
     return false;
 }
 
 void hs_elf_close(struct hs_elf *elf)
 {
-    if (elf->mapped) munmap((void *)elf->data, elf->mapped);
+    if (elf->mapped)
+        munmap((void *)elf->data, elf->mapped);
     elf->data = NULL;
     elf->size = 0;
     elf->mapped = 0;
@@ -137,13 +148,15 @@ bool hs_elf_load_bias(const struct hs_elf *elf, uintptr_t map_start, uint64_t ma
                       bool map_exec, uintptr_t *bias)
 {
     Elf64_Ehdr eh;
-    if (!read_ehdr(elf, &eh) || eh.e_phentsize < sizeof(Elf64_Phdr)) return false;
+    if (!read_ehdr(elf, &eh) || eh.e_phentsize < sizeof(Elf64_Phdr))
+        return false;
     uint64_t phnum = eh.e_phnum;
     if (phnum == PN_XNUM) {
         /* Extended numbering: the count is in the sh_info of section 0. */
         struct shtab t;
         Elf64_Shdr first;
-        if (!read_shtab(elf, &eh, &t) || !read_shdr(elf, &t, 0, &first)) return false;
+        if (!read_shtab(elf, &eh, &t) || !read_shdr(elf, &t, 0, &first))
+            return false;
         phnum = first.sh_info;
     }
     if (!in_bounds(elf, eh.e_phoff, 0) || phnum > (elf->size - eh.e_phoff) / eh.e_phentsize)
@@ -154,20 +167,24 @@ bool hs_elf_load_bias(const struct hs_elf *elf, uintptr_t map_start, uint64_t ma
     uint64_t best_page = 0, best_delta = 0; /* p_vaddr - p_offset of the chosen segment */
     for (uint64_t i = 0; i < phnum; i++) {
         Elf64_Phdr ph;
-        if (!read_at(elf, eh.e_phoff + i * eh.e_phentsize, &ph, sizeof(ph))) return false;
+        if (!read_at(elf, eh.e_phoff + i * eh.e_phentsize, &ph, sizeof(ph)))
+            return false;
         if (ph.p_type != PT_LOAD || ph.p_filesz == 0 || (map_exec && !(ph.p_flags & PF_X)))
             continue;
         uint64_t page = ph.p_offset & ~page_mask;
-        if (page > map_offset) continue;
+        if (page > map_offset)
+            continue;
         /* The mapping must start inside the segment's file range. */
-        if (map_offset - ph.p_offset >= ph.p_filesz && map_offset >= ph.p_offset) continue;
+        if (map_offset - ph.p_offset >= ph.p_filesz && map_offset >= ph.p_offset)
+            continue;
         if (!found || page >= best_page) {
             found = true;
             best_page = page;
             best_delta = ph.p_vaddr - ph.p_offset;
         }
     }
-    if (!found) return false;
+    if (!found)
+        return false;
     *bias = (uintptr_t)(map_start - map_offset - best_delta);
     return true;
 }
@@ -203,7 +220,8 @@ static void scan_symbols(const struct hs_elf *elf, const struct shtab *t, uint32
 {
     for (uint64_t s = 0; s < t->num; s++) {
         Elf64_Shdr sh, str;
-        if (!read_shdr(elf, t, s, &sh) || sh.sh_type != type) continue;
+        if (!read_shdr(elf, t, s, &sh) || sh.sh_type != type)
+            continue;
         if (sh.sh_entsize < sizeof(Elf64_Sym) || !in_bounds(elf, sh.sh_offset, sh.sh_size))
             continue;
         if (!read_shdr(elf, t, sh.sh_link, &str) || str.sh_type != SHT_STRTAB ||
@@ -215,10 +233,14 @@ static void scan_symbols(const struct hs_elf *elf, const struct shtab *t, uint32
             Elf64_Sym sym;
             memcpy(&sym, elf->data + sh.sh_offset + i * sh.sh_entsize, sizeof(sym));
             unsigned char st_type = ELF64_ST_TYPE(sym.st_info);
-            if (st_type != STT_FUNC && st_type != STT_GNU_IFUNC && st_type != STT_NOTYPE) continue;
-            if (sym.st_shndx == SHN_UNDEF || sym.st_size == 0) continue;
-            if (vaddr < sym.st_value || vaddr - sym.st_value >= sym.st_size) continue;
-            if (sym.st_name >= str.sh_size || strtab[sym.st_name] == '\0') continue;
+            if (st_type != STT_FUNC && st_type != STT_GNU_IFUNC && st_type != STT_NOTYPE)
+                continue;
+            if (sym.st_shndx == SHN_UNDEF || sym.st_size == 0)
+                continue;
+            if (vaddr < sym.st_value || vaddr - sym.st_value >= sym.st_size)
+                continue;
+            if (sym.st_name >= str.sh_size || strtab[sym.st_name] == '\0')
+                continue;
             int rank = binding_rank(sym.st_info);
             if (best->found &&
                 (sym.st_value < best->value || (sym.st_value == best->value && rank <= best->rank)))
@@ -238,11 +260,14 @@ bool hs_elf_lookup(const struct hs_elf *elf, uintptr_t vaddr, char *name, size_t
 {
     Elf64_Ehdr eh;
     struct shtab t;
-    if (!read_ehdr(elf, &eh) || !read_shtab(elf, &eh, &t)) return false;
+    if (!read_ehdr(elf, &eh) || !read_shtab(elf, &eh, &t))
+        return false;
     struct best best = {0};
     scan_symbols(elf, &t, SHT_SYMTAB, vaddr, &best);
-    if (!best.found) scan_symbols(elf, &t, SHT_DYNSYM, vaddr, &best);
-    if (!best.found) return false;
+    if (!best.found)
+        scan_symbols(elf, &t, SHT_DYNSYM, vaddr, &best);
+    if (!best.found)
+        return false;
 
     if (name_cap > 0) {
         size_t n = 0;
@@ -251,7 +276,8 @@ bool hs_elf_lookup(const struct hs_elf *elf, uintptr_t vaddr, char *name, size_t
         memcpy(name, best.name, n);
         name[n] = '\0';
     }
-    if (offset) *offset = (uintptr_t)(vaddr - best.value);
+    if (offset)
+        *offset = (uintptr_t)(vaddr - best.value);
     return true;
 }
 
@@ -259,7 +285,8 @@ bool hs_elf_symbolize(const char *path, uintptr_t pc, char *name, size_t name_ca
                       uintptr_t *offset)
 {
     struct hs_elf elf;
-    if (!hs_elf_open(&elf, path)) return false;
+    if (!hs_elf_open(&elf, path))
+        return false;
     bool ok = hs_elf_lookup(&elf, pc, name, name_cap, offset);
     hs_elf_close(&elf);
     return ok;

@@ -26,8 +26,8 @@ static ssize_t env_from_proc(const char *name, size_t name_len, char *out, size_
     if (fd < 0)
         return -1;
     char buf[4096];
-    size_t entry_pos = 0;    /* position within the current entry */
-    int state = 0;           /* 0 matching name, 1 copying value, 2 skipping entry */
+    size_t entry_pos = 0; /* position within the current entry */
+    int state = 0;        /* 0 matching name, 1 copying value, 2 skipping entry */
     size_t out_len = 0, value_len = 0;
     bool found = false, done = false;
     ssize_t n;

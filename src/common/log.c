@@ -143,8 +143,8 @@ void hs_log_begin(void)
             atomic_compare_exchange_weak(&g_log.owner, &owner, me))
             break;
         uint64_t expected = 0;
-        if (atomic_compare_exchange_weak_explicit(&g_log.owner, &expected, me,
-                                                  memory_order_acquire, memory_order_relaxed))
+        if (atomic_compare_exchange_weak_explicit(&g_log.owner, &expected, me, memory_order_acquire,
+                                                  memory_order_relaxed))
             break;
         sched_yield();
     }

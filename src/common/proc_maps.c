@@ -63,9 +63,12 @@ void hs_maps_parser_init(struct hs_maps_parser *p, struct hs_map *scratch)
 
 static int hex_digit(char c)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
     return -1;
 }
 
@@ -73,10 +76,13 @@ static int hex_digit(char c)
  * complete (value in p->value), 0 to go on, -1 when malformed. Leading spaces are skipped. */
 static int hex_field(struct hs_maps_parser *p, char c, char term)
 {
-    if (c == term && p->digits > 0) return 1;
-    if (c == ' ' && p->digits == 0) return 0;
+    if (c == term && p->digits > 0)
+        return 1;
+    if (c == ' ' && p->digits == 0)
+        return 0;
     int d = hex_digit(c);
-    if (d < 0 || p->digits >= 16) return -1;
+    if (d < 0 || p->digits >= 16)
+        return -1;
     p->value = p->value << 4 | (uint64_t)d;
     p->digits++;
     return 0;
@@ -122,7 +128,8 @@ static int end_line(struct hs_maps_parser *p, hs_maps_fn fn, void *arg)
 
     int r = fn(m, arg);
     /* After a stop *m keeps the entry (hs_maps_find returns it); the parser is done. */
-    if (r == 0) reset_line(p);
+    if (r == 0)
+        reset_line(p);
     return r;
 }
 
@@ -134,7 +141,8 @@ int hs_maps_parser_feed(struct hs_maps_parser *p, const char *data, size_t len, 
         char c = data[i];
         if (c == '\n') {
             int r = end_line(p, fn, arg);
-            if (r != 0) return r;
+            if (r != 0)
+                return r;
             continue;
         }
         int done;
@@ -149,7 +157,8 @@ int hs_maps_parser_feed(struct hs_maps_parser *p, const char *data, size_t len, 
                 p->state = S_BAD;
                 break;
             }
-            if (done == 0) break;
+            if (done == 0)
+                break;
             switch (p->state) {
             case S_START:
                 m->start = (uintptr_t)p->value;
@@ -191,7 +200,8 @@ int hs_maps_parser_feed(struct hs_maps_parser *p, const char *data, size_t len, 
                 p->value = 0;
                 break;
             }
-            if (c == ' ' && p->digits == 0) break;
+            if (c == ' ' && p->digits == 0)
+                break;
             if (c == k_perm_chars[p->digits])
                 m->perms |= k_perm_bits[p->digits];
             else if (!(c == '-' && p->digits < 3) && !(c == 's' && p->digits == 3))
@@ -199,7 +209,8 @@ int hs_maps_parser_feed(struct hs_maps_parser *p, const char *data, size_t len, 
             p->digits++;
             break;
         case S_INODE:
-            if (c == ' ' && p->digits == 0) break;
+            if (c == ' ' && p->digits == 0)
+                break;
             if (c == ' ') {
                 m->inode = p->value;
                 p->state = S_PAD;
@@ -213,11 +224,13 @@ int hs_maps_parser_feed(struct hs_maps_parser *p, const char *data, size_t len, 
             p->digits++;
             break;
         case S_PAD:
-            if (c == ' ') break;
+            if (c == ' ')
+                break;
             p->state = S_PATH;
             /* fall through */
         case S_PATH:
-            if (p->path_len < PATH_MAX - 1) m->path[p->path_len] = c;
+            if (p->path_len < PATH_MAX - 1)
+                m->path[p->path_len] = c;
             p->path_len++;
             break;
         default: /* S_BAD */
@@ -240,11 +253,15 @@ static int parse_fd(int fd, struct hs_map *scratch, hs_maps_fn fn, void *arg)
     hs_maps_parser_init(&p, scratch);
     for (;;) {
         ssize_t n = read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return -1;
-        if (n == 0) return hs_maps_parser_finish(&p, fn, arg);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            return hs_maps_parser_finish(&p, fn, arg);
         int r = hs_maps_parser_feed(&p, buf, (size_t)n, fn, arg);
-        if (r != 0) return r;
+        if (r != 0)
+            return r;
     }
 }
 
@@ -271,7 +288,8 @@ int hs_maps_foreach_fd(int fd, hs_maps_fn fn, void *arg)
 int hs_maps_foreach(pid_t pid, hs_maps_fn fn, void *arg)
 {
     int fd = open_maps(pid);
-    if (fd < 0) return -1;
+    if (fd < 0)
+        return -1;
     int r = hs_maps_foreach_fd(fd, fn, arg);
     int saved = errno;
     close(fd);
@@ -288,7 +306,8 @@ static int find_cb(const struct hs_map *m, void *arg)
 bool hs_maps_find(pid_t pid, uintptr_t addr, struct hs_map *out)
 {
     int fd = open_maps(pid);
-    if (fd < 0) return false;
+    if (fd < 0)
+        return false;
     /* Parse into *out directly: when the callback stops, out holds the match. */
     int r = parse_fd(fd, out, find_cb, &addr);
     int saved = errno;

@@ -16,7 +16,10 @@ typedef struct {
     int locked;
 } hs_spinlock;
 
-#define HS_SPINLOCK_INIT {0}
+#define HS_SPINLOCK_INIT                                                                           \
+    {                                                                                              \
+        0                                                                                          \
+    }
 
 static inline bool hs_spin_trylock(hs_spinlock *l)
 {

@@ -14,7 +14,7 @@
 struct hs_md_bt {
     struct hs_md_bt *next; /* hash chain, guarded by the stripe's lock */
     uint64_t hash;
-    size_t refs;       /* atomic; 0 = dead, never revived */
+    size_t refs; /* atomic; 0 = dead, never revived */
     uint32_t num_frames;
     uintptr_t frames[]; /* absolute pcs, innermost first */
 };

@@ -54,8 +54,8 @@ HS_INLINE struct hs_md_bt *capture_alloc_backtrace(size_t size)
 {
     const struct hs_md_config *cfg = &hs_md.cfg;
     if (!(cfg->options & HS_OPT_BACKTRACE) || hs_md_in_shim ||
-        !__atomic_load_n(&hs_md.backtrace_on, __ATOMIC_RELAXED) ||
-        size < cfg->backtrace_min_size || size > cfg->backtrace_max_size)
+        !__atomic_load_n(&hs_md.backtrace_on, __ATOMIC_RELAXED) || size < cfg->backtrace_min_size ||
+        size > cfg->backtrace_max_size)
         return NULL;
     uintptr_t frames[HS_BACKTRACE_MAX_FRAMES];
     hs_md_in_shim++;
@@ -99,8 +99,7 @@ static void *header_alloc(size_t size, size_t alignment, bool zero)
         return NULL;
     uintptr_t user = (uintptr_t)orig + hs_md_user_offset();
     user = (user + alignment - 1) & ~(uintptr_t)(alignment - 1);
-    size_t orig_usable =
-        (hs_md.cfg.options & HS_OPT_REAR_GUARD) ? 0 : hs_md_libc_usable_size(orig);
+    size_t orig_usable = (hs_md.cfg.options & HS_OPT_REAR_GUARD) ? 0 : hs_md_libc_usable_size(orig);
     return hs_md_header_init(hs_md_header_of((void *)user), orig, orig_usable, size);
 }
 
@@ -126,11 +125,13 @@ HS_INLINE void *debug_alloc(size_t size, size_t alignment, bool zero)
     hs_md_heap_dump_if_requested();
     if (size == 0)
         size = 1;
-    void *p = hs_md.header ? header_alloc(size, alignment, zero) : plain_alloc(size, alignment, zero);
+    void *p =
+        hs_md.header ? header_alloc(size, alignment, zero) : plain_alloc(size, alignment, zero);
     if (!p)
         return NULL;
     if (!zero && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
-        memset(p, hs_md.cfg.fill_alloc_value, min_size(usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
+        memset(p, hs_md.cfg.fill_alloc_value,
+               min_size(usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
     track(p, size);
     return p;
 }

@@ -14,10 +14,10 @@
 #include <stdint.h>
 
 enum hs_md_mode {
-    HS_MD_UNINIT = 0,    /* no call has reached the shim yet */
-    HS_MD_INITIALIZING,  /* one thread is reading the options */
-    HS_MD_PASSTHROUGH,   /* off: every call goes straight to glibc */
-    HS_MD_DEBUG,         /* on: calls go through debug_alloc.c */
+    HS_MD_UNINIT = 0,   /* no call has reached the shim yet */
+    HS_MD_INITIALIZING, /* one thread is reading the options */
+    HS_MD_PASSTHROUGH,  /* off: every call goes straight to glibc */
+    HS_MD_DEBUG,        /* on: calls go through debug_alloc.c */
 };
 
 struct hs_md_state {

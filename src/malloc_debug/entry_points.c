@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #define HS_EXPORT __attribute__((visibility("default")))
-#define HS_PASSTHROUGH()                                                                  \
+#define HS_PASSTHROUGH()                                                                           \
     __builtin_expect(__atomic_load_n(&hs_md.mode, __ATOMIC_RELAXED) == HS_MD_PASSTHROUGH, 1)
 
 /* Slow path: true when this call must go to glibc (malloc debug off, or the shim's own

@@ -5,7 +5,6 @@
 #include "log.h"
 #include "report.h"
 
-
 static bool bytes_all_equal(const uint8_t *p, size_t n, uint8_t v)
 {
     return hs_md_first_mismatch(p, n, v) == n;

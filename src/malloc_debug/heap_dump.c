@@ -623,8 +623,7 @@ int hs_md_heap_dump_to(const char *path)
         if (backtraces_on()) {
             err = write_dump(fd, path);
             if (err)
-                hs_log("Unable to write heap dump file %s: %s", path,
-                       hs_errno_text(err));
+                hs_log("Unable to write heap dump file %s: %s", path, hs_errno_text(err));
         } else {
             struct writer w = {fd, 0, NULL, 0};
             write_all(&w, not_available, sizeof(not_available) - 1);
@@ -646,8 +645,7 @@ static void dump_with_suffix(const char *suffix)
     size_t n = hs_format(path, sizeof(path), "%s.%d%s", hs_md.cfg.backtrace_dump_prefix,
                          (int)getpid(), suffix);
     if (n >= sizeof(path) - 1) {
-        hs_log("Unable to create heap dump file %s: %s", path,
-               hs_errno_text(ENAMETOOLONG));
+        hs_log("Unable to create heap dump file %s: %s", path, hs_errno_text(ENAMETOOLONG));
     } else {
         hs_md_heap_dump_to(path);
     }

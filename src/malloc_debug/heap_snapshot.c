@@ -76,7 +76,7 @@ static void copy_entry(uintptr_t ptr, const struct hs_md_ptr_info *info, void *a
     if (!info->bt && (c->flags & HS_MD_SNAPSHOT_ONLY_WITH_BACKTRACE))
         return;
     if (s->count == s->capacity)
-        return; /* cannot happen: capacity >= count checked */
+        return;             /* cannot happen: capacity >= count checked */
     hs_md_bt_ref(info->bt); /* alive: the table entry holds a reference */
     s->entries[s->count++] = (struct hs_md_snapshot_entry){ptr, info->size, 1, info->bt};
     s->allocations++;

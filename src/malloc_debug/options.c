@@ -278,7 +278,8 @@ static const struct hs_md_option *hs_md_find_option(struct hs_md_token name)
 {
     for (size_t i = 0; i < sizeof(hs_md_options) / sizeof(hs_md_options[0]); i++) {
         const struct hs_md_option *o = &hs_md_options[i];
-        if (hs_md_token_is(name, o->name) || hs_md_token_is(name, o->alias)) return o;
+        if (hs_md_token_is(name, o->name) || hs_md_token_is(name, o->alias))
+            return o;
     }
     return NULL;
 }
@@ -375,7 +376,8 @@ static bool hs_md_apply(struct hs_md_config *cfg, const struct hs_md_option *o,
         }
         break;
     case HS_MD_VALUE_STRING:
-        if (!hs_md_set_string(cfg, o, name, value)) return false;
+        if (!hs_md_set_string(cfg, o, name, value))
+            return false;
         break;
     case HS_MD_VALUE_OPTIONAL:
     case HS_MD_VALUE_REQUIRED: {

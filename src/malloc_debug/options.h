@@ -17,7 +17,7 @@
 enum {
     HS_OPT_FRONT_GUARD = 1u << 0,
     HS_OPT_REAR_GUARD = 1u << 1,
-    HS_OPT_BACKTRACE = 1u << 2,             /* backtrace or backtrace_enable_on_signal */
+    HS_OPT_BACKTRACE = 1u << 2, /* backtrace or backtrace_enable_on_signal */
     HS_OPT_BACKTRACE_DUMP_ON_EXIT = 1u << 3,
     HS_OPT_BACKTRACE_FULL = 1u << 4,
     HS_OPT_BACKTRACE_SPECIFIC_SIZES = 1u << 5, /* backtrace_size / _min_size / _max_size */
@@ -40,7 +40,7 @@ enum {
 #define HS_OPT_HEADER_OPTIONS (HS_OPT_FRONT_GUARD | HS_OPT_REAR_GUARD)
 
 /* Options that keep every live allocation in the pointer table. */
-#define HS_OPT_TRACK_OPTIONS                                                                   \
+#define HS_OPT_TRACK_OPTIONS                                                                       \
     (HS_OPT_BACKTRACE | HS_OPT_LEAK_TRACK | HS_OPT_FREE_TRACK | HS_OPT_VERIFY_POINTERS)
 
 #define HS_MD_DEFAULT_BACKTRACE_DUMP_PREFIX "/tmp/backtrace_heap"
@@ -52,10 +52,10 @@ struct hs_md_config {
     size_t front_guard_bytes; /* multiple of 16 */
     size_t rear_guard_bytes;
 
-    size_t backtrace_frames;          /* frames per allocation backtrace */
-    bool backtrace_enabled;           /* capture on from the start ("backtrace") */
-    bool backtrace_enable_on_signal;  /* SIGRTMAX-19 toggles capture */
-    size_t backtrace_min_size;        /* only allocations in [min, max] get a backtrace */
+    size_t backtrace_frames;         /* frames per allocation backtrace */
+    bool backtrace_enabled;          /* capture on from the start ("backtrace") */
+    bool backtrace_enable_on_signal; /* SIGRTMAX-19 toggles capture */
+    size_t backtrace_min_size;       /* only allocations in [min, max] get a backtrace */
     size_t backtrace_max_size;
     char backtrace_dump_prefix[PATH_MAX];
 
@@ -69,10 +69,10 @@ struct hs_md_config {
     size_t record_allocs_num_entries;
     char record_allocs_file[PATH_MAX];
 
-    uint8_t front_guard_value;  /* 0xaa */
-    uint8_t rear_guard_value;   /* 0xbb */
-    uint8_t fill_alloc_value;   /* 0xeb */
-    uint8_t fill_free_value;    /* 0xef */
+    uint8_t front_guard_value; /* 0xaa */
+    uint8_t rear_guard_value;  /* 0xbb */
+    uint8_t fill_alloc_value;  /* 0xeb */
+    uint8_t fill_free_value;   /* 0xef */
 };
 
 /* Parses `options` into cfg (which it first sets to the defaults). Errors are logged with

@@ -27,7 +27,7 @@ struct shard {
     struct entry *slots; /* guarded by lock */
     size_t capacity;     /* power of two, or 0 */
     size_t count;
-    size_t peak;         /* highest count so far */
+    size_t peak; /* highest count so far */
 } __attribute__((aligned(64)));
 
 static struct shard g_shards[SHARDS];

@@ -91,7 +91,7 @@ enum rec_type {
 struct rec {
     uint32_t type; /* enum rec_type, stored last (release) */
     int32_t tid;
-    uint64_t ptr;  /* ~pointer */
+    uint64_t ptr; /* ~pointer */
     uint64_t arg; /* realloc: ~old pointer; calloc: nmemb; memalign: alignment */
     uint64_t size;
     uint64_t start_ns, end_ns;

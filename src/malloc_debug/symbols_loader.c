@@ -18,8 +18,8 @@ void hs_md_symbols_load(void)
     const char *slash = strrchr(hs_md.self_path, '/');
     if (!slash)
         return;
-    hs_format(path, sizeof(path), "%.*s/libmalloc_debug_symbols.so",
-              (int)(slash - hs_md.self_path), hs_md.self_path);
+    hs_format(path, sizeof(path), "%.*s/libmalloc_debug_symbols.so", (int)(slash - hs_md.self_path),
+              hs_md.self_path);
     hs_md_in_shim++;
     void *plugin = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     void *fn = plugin ? dlsym(plugin, "hs_md_symbols_lookup") : NULL;

@@ -94,6 +94,5 @@ void hs_md_unreachable_trigger_start(void)
         return;
     }
     if (hs_md.cfg.options & HS_OPT_VERBOSE)
-        hs_log("%s: Run: 'kill -%d %d' to check for unreachable memory.", prog, sig,
-               (int)getpid());
+        hs_log("%s: Run: 'kill -%d %d' to check for unreachable memory.", prog, sig, (int)getpid());
 }

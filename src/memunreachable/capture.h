@@ -21,8 +21,8 @@
 
 struct hs_mu_thread {
     pid_t tid;
-    uintptr_t sp;                    /* stack pointer at capture */
-    uintptr_t regs[HS_MU_MAX_REGS];  /* every general register (NT_PRSTATUS), fs_base included */
+    uintptr_t sp;                   /* stack pointer at capture */
+    uintptr_t regs[HS_MU_MAX_REGS]; /* every general register (NT_PRSTATUS), fs_base included */
     size_t num_regs;
 };
 

@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #define HS_EXPORT __attribute__((visibility("default")))
-#define CAPTURE_TIMEOUT_MS 5000   /* threads stopped, maps read, sweeper forked */
-#define RESULT_TIMEOUT_MS 300000  /* the sweeper's walk of the whole heap */
+#define CAPTURE_TIMEOUT_MS 5000  /* threads stopped, maps read, sweeper forked */
+#define RESULT_TIMEOUT_MS 300000 /* the sweeper's walk of the whole heap */
 
 static pthread_mutex_t g_check_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct UnreachableMemoryStats g_last_stats; /* guarded by g_check_lock */
@@ -127,8 +127,7 @@ static __attribute__((noinline)) bool get_unreachable_memory(struct UnreachableM
         close(fds[1]); /* the sweeper has its own copy */
         size_t skipped_pages = 0;
         if (rc == 0)
-            rc = hs_mu_result_read_limited(fds[0], info, limit, RESULT_TIMEOUT_MS,
-                                           &skipped_pages);
+            rc = hs_mu_result_read_limited(fds[0], info, limit, RESULT_TIMEOUT_MS, &skipped_pages);
         close(fds[0]);
         hs_mu_collect_finish(&stats);
     } else {

@@ -27,8 +27,7 @@ struct hs_sampler_thread {
 size_t hs_sampler_sample_slow(struct hs_sampler_thread *t, uint64_t interval, size_t size);
 
 /* The bytes to report for an allocation of `size` bytes, or 0 when it is not sampled. */
-static inline size_t hs_sampler_sample(struct hs_sampler_thread *t, uint64_t interval,
-                                       size_t size)
+static inline size_t hs_sampler_sample(struct hs_sampler_thread *t, uint64_t interval, size_t size)
 {
     if (__builtin_expect(size >= interval, 0))
         return size; /* large (or interval <= size, including interval 1): always, exact */

@@ -153,7 +153,8 @@ static int parse_record(struct parser *ps, const char *line, size_t len, struct 
         n++;
     }
     /* Frames are stored as offsets until the pool stops moving (fixed up at the end). */
-    d->records[d->num_records++] = (struct hs_dump_record){size, num, n, (uint64_t *)(uintptr_t)first};
+    d->records[d->num_records++] =
+        (struct hs_dump_record){size, num, n, (uint64_t *)(uintptr_t)first};
     return 0;
 }
 
@@ -166,8 +167,8 @@ int hs_dump_parse(const char *data, size_t len, struct hs_dump *d, char *err, si
     if (!next_line(&ps, &line, &n) || !starts_with(line, n, HEADER) || n != strlen(HEADER) + 1 ||
         line[n - 1] < '0' || line[n - 1] > '2') {
         ps.line_no = 1;
-        return fail(&ps, "not an Android native heap dump: expected '%s0', '%s1' or '%s2'",
-                    HEADER, HEADER, HEADER);
+        return fail(&ps, "not an Android native heap dump: expected '%s0', '%s1' or '%s2'", HEADER,
+                    HEADER, HEADER);
     }
     d->version_minor = line[n - 1] - '0';
     size_t frames_used = 0, frames_cap = 0, records_cap = 0;
@@ -213,8 +214,9 @@ int hs_dump_parse(const char *data, size_t len, struct hs_dump *d, char *err, si
             in_maps = true;
             maps_start = ps.p;
         } else {
-            rc = fail(&ps, "unexpected line '%.*s': expected a header line, an allocation record "
-                           "('z ...'), 'MAPS' or a blank line",
+            rc = fail(&ps,
+                      "unexpected line '%.*s': expected a header line, an allocation record "
+                      "('z ...'), 'MAPS' or a blank line",
                       (int)(n > 40 ? 40 : n), line);
         }
     }

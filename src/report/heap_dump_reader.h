@@ -18,20 +18,20 @@
 #include <stdint.h>
 
 struct hs_dump_record {
-    uint64_t size;       /* bytes of each allocation */
-    uint64_t num;        /* allocations merged into this record */
+    uint64_t size; /* bytes of each allocation */
+    uint64_t num;  /* allocations merged into this record */
     uint32_t num_frames;
-    uint64_t *frames;    /* absolute pcs, innermost first (into hs_dump's frame pool) */
+    uint64_t *frames; /* absolute pcs, innermost first (into hs_dump's frame pool) */
 };
 
 struct hs_dump {
-    int version_minor;   /* 0, 1 or 2 */
-    char *fingerprint;   /* "" when absent */
-    uint64_t total_memory;     /* as the header says (0 when absent) */
+    int version_minor;     /* 0, 1 or 2 */
+    char *fingerprint;     /* "" when absent */
+    uint64_t total_memory; /* as the header says (0 when absent) */
     uint64_t backtrace_size;
     struct hs_dump_record *records;
     size_t num_records;
-    char *maps;          /* the MAPS section, newline-terminated lines */
+    char *maps; /* the MAPS section, newline-terminated lines */
     size_t maps_len;
     uint64_t *frame_pool;
 };

@@ -14,7 +14,7 @@ struct mapping_ctx {
     struct {
         uintptr_t start, end;
         uint64_t id;
-    } *ranges;
+    } * ranges;
     size_t n, cap;
 };
 
@@ -32,8 +32,8 @@ static int add_mapping(const struct hs_map *m, void *arg)
     struct mapping_ctx *c = arg;
     if (m->path[0] != '/' || !(m->perms & HS_MAP_EXEC))
         return 0;
-    uint64_t id = hs_pprof_mapping(c->pp, m->start, m->end, m->offset, m->path,
-                                   build_id_of(c->p, m->path));
+    uint64_t id =
+        hs_pprof_mapping(c->pp, m->start, m->end, m->offset, m->path, build_id_of(c->p, m->path));
     /* Symbolized here, inlined frames included: pprof tools must not symbolize again. */
     hs_pprof_mapping_set_flags(c->pp, id, true, true, true, true);
     if (c->n == c->cap) {
@@ -76,8 +76,8 @@ int hs_rep_write_pprof(FILE *out, struct hs_rep_profile *p, const struct hs_rep_
     int used[4];
     size_t num_types = 0;
     for (size_t t = 0; t < 4; t++) {
-        if (!p->has_alloc && (types[t].value == HS_FG_ALLOC_COUNT ||
-                              types[t].value == HS_FG_ALLOC_BYTES))
+        if (!p->has_alloc &&
+            (types[t].value == HS_FG_ALLOC_COUNT || types[t].value == HS_FG_ALLOC_BYTES))
             continue;
         hs_pprof_add_sample_type(pp, types[t].type, types[t].unit);
         used[num_types++] = types[t].value;

@@ -149,8 +149,8 @@ static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, 
 {
     struct hs_frame_info info[HS_SYMBOLIZE_MAX_FRAMES];
     size_t n = sym ? hs_symbolize(sym, (uintptr_t)pc, 1, info, HS_SYMBOLIZE_MAX_FRAMES) : 0;
-    p->locations = grow(p->locations, &p->cap_locations, p->num_locations + 1,
-                        sizeof(*p->locations));
+    p->locations =
+        grow(p->locations, &p->cap_locations, p->num_locations + 1, sizeof(*p->locations));
     p->frames = grow(p->frames, &p->cap_frames, p->num_frames + (n ? n : 1), sizeof(*p->frames));
     struct hs_rep_location *loc = &p->locations[p->num_locations];
     loc->pc = pc;
@@ -175,8 +175,8 @@ static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, 
                      info[i].rel_pc);
             fn = unknown;
         }
-        p->frames[p->num_frames++] = (struct hs_rep_frame){
-            intern(p, fn), intern(p, info[i].file), info[i].line, info[i].inlined};
+        p->frames[p->num_frames++] = (struct hs_rep_frame){intern(p, fn), intern(p, info[i].file),
+                                                           info[i].line, info[i].inlined};
     }
     return p->num_locations++;
 }
@@ -337,8 +337,10 @@ static int value_of_type(struct hs_pprof_value_type t)
         const char *type;
         int value;
     } known[] = {
-        {"inuse_space", HS_FG_INUSE_BYTES},   {"inuse_objects", HS_FG_INUSE_COUNT},
-        {"alloc_space", HS_FG_ALLOC_BYTES},   {"alloc_objects", HS_FG_ALLOC_COUNT},
+        {"inuse_space", HS_FG_INUSE_BYTES},
+        {"inuse_objects", HS_FG_INUSE_COUNT},
+        {"alloc_space", HS_FG_ALLOC_BYTES},
+        {"alloc_objects", HS_FG_ALLOC_COUNT},
     };
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         if (strcmp(t.type, known[i].type) == 0)
@@ -363,8 +365,10 @@ static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof
             strcmp(m.build_id, loc->build_id) != 0) {
             /* The local file is not the one profiled: its symbols would lie. */
             if (!*warned)
-                fprintf(stderr, "heapscope report: %s has build id %s, the profile says %s: "
-                                "not using its symbols\n", loc->map, loc->build_id, m.build_id);
+                fprintf(stderr,
+                        "heapscope report: %s has build id %s, the profile says %s: "
+                        "not using its symbols\n",
+                        loc->map, loc->build_id, m.build_id);
             *warned = true;
             char name[64];
             snprintf(name, sizeof(name), "0x%" PRIx64, l.address);
@@ -373,8 +377,8 @@ static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof
         }
         return idx;
     }
-    p->locations = grow(p->locations, &p->cap_locations, p->num_locations + 1,
-                        sizeof(*p->locations));
+    p->locations =
+        grow(p->locations, &p->cap_locations, p->num_locations + 1, sizeof(*p->locations));
     p->frames = grow(p->frames, &p->cap_frames, p->num_frames + l.num_lines, sizeof(*p->frames));
     struct hs_rep_location *loc = &p->locations[p->num_locations];
     loc->pc = l.address;
@@ -414,8 +418,9 @@ int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
         alloc |= map_type[t] == HS_FG_ALLOC_BYTES || map_type[t] == HS_FG_ALLOC_COUNT;
     }
     if (!any || num_types > 64) {
-        snprintf(err, err_cap, "not a heap profile: no sample type inuse_space, inuse_objects, "
-                               "alloc_space or alloc_objects");
+        snprintf(err, err_cap,
+                 "not a heap profile: no sample type inuse_space, inuse_objects, "
+                 "alloc_space or alloc_objects");
         return -1;
     }
     p->has_alloc = p->num_stacks == 0 ? alloc : (p->has_alloc && alloc);
@@ -457,7 +462,8 @@ int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
 }
 
 /* Copies a stack of `from` into p (by its names), returning p's stack. */
-static struct hs_rep_stack *import_stack(struct hs_rep_profile *p, const struct hs_rep_profile *from,
+static struct hs_rep_stack *import_stack(struct hs_rep_profile *p,
+                                         const struct hs_rep_profile *from,
                                          const struct hs_rep_stack *st)
 {
     size_t *locs = malloc((st->depth ? st->depth : 1) * sizeof(size_t));
@@ -465,10 +471,10 @@ static struct hs_rep_stack *import_stack(struct hs_rep_profile *p, const struct 
         abort();
     for (size_t i = 0; i < st->depth; i++) {
         const struct hs_rep_location *l = &from->locations[st->locations[i]];
-        p->locations = grow(p->locations, &p->cap_locations, p->num_locations + 1,
-                            sizeof(*p->locations));
-        p->frames = grow(p->frames, &p->cap_frames, p->num_frames + l->num_frames,
-                         sizeof(*p->frames));
+        p->locations =
+            grow(p->locations, &p->cap_locations, p->num_locations + 1, sizeof(*p->locations));
+        p->frames =
+            grow(p->frames, &p->cap_frames, p->num_frames + l->num_frames, sizeof(*p->frames));
         struct hs_rep_location *nl = &p->locations[p->num_locations];
         *nl = *l;
         nl->map = intern(p, l->map);

@@ -22,20 +22,20 @@ struct hs_rep_frame {
     const char *function; /* demangled name, or "0x<pc>" when unknown */
     const char *file;     /* source file ("" when unknown) */
     unsigned line;
-    bool inlined;         /* inlined into the next frame of the location */
+    bool inlined; /* inlined into the next frame of the location */
 };
 
 struct hs_rep_location {
     uint64_t pc;
-    const char *map;      /* mapping path ("" when none) */
+    const char *map; /* mapping path ("" when none) */
     uint64_t rel_pc;
     const char *build_id;
-    size_t first_frame;   /* into hs_rep_profile.frames */
-    size_t num_frames;    /* >= 1 */
+    size_t first_frame; /* into hs_rep_profile.frames */
+    size_t num_frames;  /* >= 1 */
 };
 
 struct hs_rep_stack {
-    size_t *locations;    /* innermost first */
+    size_t *locations; /* innermost first */
     size_t depth;
     int64_t values[HS_FG_VALUES];
     int64_t base[HS_FG_VALUES];
@@ -52,9 +52,9 @@ struct hs_rep_profile {
     int64_t base_totals[HS_FG_VALUES];
     bool has_alloc;
     bool diff;
-    char *maps;           /* MAPS of the (last) dump, for pprof mappings */
+    char *maps; /* MAPS of the (last) dump, for pprof mappings */
     size_t maps_len;
-    void *impl;           /* hash tables, string pool */
+    void *impl; /* hash tables, string pool */
 };
 
 /* Options of the symbolization. */

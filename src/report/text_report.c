@@ -98,7 +98,8 @@ static void add_values(int64_t *dst, const int64_t *src)
 }
 
 static void print_function_table(FILE *out, struct hs_rep_profile *p, struct fn_stat *stats,
-                                 size_t cap, size_t n, bool self, const struct hs_rep_output_options *o)
+                                 size_t cap, size_t n, bool self,
+                                 const struct hs_rep_output_options *o)
 {
     struct ranked *r = malloc((n ? n : 1) * sizeof(*r));
     size_t k = 0;
@@ -115,8 +116,8 @@ static void print_function_table(FILE *out, struct hs_rep_profile *p, struct fn_
     size_t shown = 0;
     while (shown < k && shown < o->top && r[shown].key != 0)
         shown++;
-    fprintf(out, "\nTop %zu functions by %s %s%s:\n", shown,
-            self ? "self" : "total", value_names[o->value],
+    fprintf(out, "\nTop %zu functions by %s %s%s:\n", shown, self ? "self" : "total",
+            value_names[o->value],
             self ? " (the function that called the allocator)" : " (with everything they call)");
     fprintf(out, "  %14s %7s %12s  %s\n", "bytes", "%", "count", "function");
     for (size_t i = 0; i < shown; i++) {
@@ -158,8 +159,8 @@ int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
     if (!r)
         return -1;
     for (size_t i = 0; i < p->num_stacks; i++)
-        r[i] = (struct ranked){i, value_of(p, p->stacks[i].values, p->stacks[i].base, o->value),
-                               NULL};
+        r[i] =
+            (struct ranked){i, value_of(p, p->stacks[i].values, p->stacks[i].base, o->value), NULL};
     qsort(r, p->num_stacks, sizeof(*r), by_key_desc);
     size_t shown = 0;
     while (shown < p->num_stacks && shown < o->top && r[shown].key != 0)
@@ -168,8 +169,10 @@ int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
             p->diff ? " (change)" : "");
     for (size_t i = 0; i < shown; i++) {
         const struct hs_rep_stack *st = &p->stacks[r[i].index];
-        format_number(bytes, sizeof(bytes), value_of(p, st->values, st->base, bytes_value), p->diff);
-        format_number(count, sizeof(count), value_of(p, st->values, st->base, count_value), p->diff);
+        format_number(bytes, sizeof(bytes), value_of(p, st->values, st->base, bytes_value),
+                      p->diff);
+        format_number(count, sizeof(count), value_of(p, st->values, st->base, count_value),
+                      p->diff);
         int64_t whole = p->diff ? p->base_totals[bytes_value] : p->totals[bytes_value];
         fprintf(out, "  #%zu  %s bytes (%.1f%%) in %s allocations\n", i + 1, bytes,
                 percent(value_of(p, st->values, st->base, bytes_value), whole), count);

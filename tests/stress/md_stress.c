@@ -68,10 +68,21 @@ static void *churn(void *arg)
         size_t n = 1 + next_random(&seed) % (next_random(&seed) % 8 == 0 ? 70000 : 512);
         void *p = NULL;
         switch (next_random(&seed) % 4) {
-        case 0: p = malloc(n); break;
-        case 1: p = calloc(1, n); if (p) check_fill(p, n, 0); break;
-        case 2: if (posix_memalign(&p, 64, n) != 0) p = NULL; break;
-        default: p = aligned_alloc(32, n); break;
+        case 0:
+            p = malloc(n);
+            break;
+        case 1:
+            p = calloc(1, n);
+            if (p)
+                check_fill(p, n, 0);
+            break;
+        case 2:
+            if (posix_memalign(&p, 64, n) != 0)
+                p = NULL;
+            break;
+        default:
+            p = aligned_alloc(32, n);
+            break;
         }
         if (!p) {
             atomic_fetch_add(&g_errors, 1);

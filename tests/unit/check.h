@@ -30,7 +30,8 @@ static inline bool check_at(bool ok, const char *file, int line, const char *exp
     }
     check_failed++;
     fprintf(stderr, "%s:%d: CHECK failed: %s", file, line, expr);
-    if (check_ctx) fprintf(stderr, " [context: \"%s\"]", check_ctx);
+    if (check_ctx)
+        fprintf(stderr, " [context: \"%s\"]", check_ctx);
     fputc('\n', stderr);
     return false;
 }
@@ -38,7 +39,8 @@ static inline bool check_at(bool ok, const char *file, int line, const char *exp
 static inline bool check_eq_at(unsigned long long a, unsigned long long b, const char *file,
                                int line, const char *ea, const char *eb)
 {
-    if (a == b) return check_at(true, file, line, NULL);
+    if (a == b)
+        return check_at(true, file, line, NULL);
     check_at(false, file, line, ea);
     fprintf(stderr, "    %s == %llu, %s == %llu\n", ea, a, eb, b);
     return false;
@@ -47,7 +49,8 @@ static inline bool check_eq_at(unsigned long long a, unsigned long long b, const
 static inline bool check_streq_at(const char *a, const char *b, const char *file, int line,
                                   const char *ea, const char *eb)
 {
-    if (a && b && strcmp(a, b) == 0) return check_at(true, file, line, NULL);
+    if (a && b && strcmp(a, b) == 0)
+        return check_at(true, file, line, NULL);
     check_at(false, file, line, ea);
     fprintf(stderr, "    %s == \"%s\"\n    %s == \"%s\"\n", ea, a ? a : "(null)", eb,
             b ? b : "(null)");

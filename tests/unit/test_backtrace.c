@@ -74,7 +74,8 @@ EXPORT void *realloc(void *p, size_t n)
 }
 EXPORT void free(void *p)
 {
-    if (p) count_alloc();
+    if (p)
+        count_alloc();
     __libc_free(p);
 }
 EXPORT void *memalign(size_t align, size_t n)
@@ -91,7 +92,8 @@ EXPORT int posix_memalign(void **out, size_t align, size_t n)
 {
     count_alloc();
     void *p = __libc_memalign(align, n);
-    if (!p) return ENOMEM;
+    if (!p)
+        return ENOMEM;
     *out = p;
     return 0;
 }
@@ -110,8 +112,10 @@ static size_t g_nlines;
 static void sink(const char *line, size_t len, void *ctx)
 {
     (void)ctx;
-    if (g_nlines >= MAX_LINES) return;
-    if (len >= HS_LOG_LINE_MAX) len = HS_LOG_LINE_MAX - 1;
+    if (g_nlines >= MAX_LINES)
+        return;
+    if (len >= HS_LOG_LINE_MAX)
+        len = HS_LOG_LINE_MAX - 1;
     memcpy(g_lines[g_nlines], line, len);
     while (len > 0 && g_lines[g_nlines][len - 1] == '\n')
         len--;
@@ -139,17 +143,22 @@ struct frame_line {
 static void parse_frame(const char *m, struct frame_line *f)
 {
     memset(f, 0, sizeof(*f));
-    if (strncmp(m, "          #", 11) != 0) return;
+    if (strncmp(m, "          #", 11) != 0)
+        return;
     m += 11;
-    if (m[0] < '0' || m[0] > '9' || m[1] < '0' || m[1] > '9') return;
+    if (m[0] < '0' || m[0] > '9' || m[1] < '0' || m[1] > '9')
+        return;
     char *end;
     f->index = (unsigned)strtoul(m, &end, 10);
-    if (end - m < 2 || strncmp(end, "  pc ", 5) != 0) return;
+    if (end - m < 2 || strncmp(end, "  pc ", 5) != 0)
+        return;
     m = end + 5;
     for (int i = 0; i < 16; i++)
-        if (!((m[i] >= '0' && m[i] <= '9') || (m[i] >= 'a' && m[i] <= 'f'))) return;
+        if (!((m[i] >= '0' && m[i] <= '9') || (m[i] >= 'a' && m[i] <= 'f')))
+            return;
     f->pc = (uintptr_t)strtoull(m, &end, 16);
-    if (end - m != 16 || strncmp(end, "  ", 2) != 0) return;
+    if (end - m != 16 || strncmp(end, "  ", 2) != 0)
+        return;
     m = end + 2;
     snprintf(f->path, sizeof(f->path), "%s", m);
     size_t len = strlen(f->path);
@@ -257,7 +266,8 @@ static void check_lines_against_loader(void)
         }
         struct object o = object_of(g_frames[i]);
         if (!o.found) {
-            if (strcmp(f.path, "<unknown>") != 0 || f.pc != g_frames[i]) bad_path++;
+            if (strcmp(f.path, "<unknown>") != 0 || f.pc != g_frames[i])
+                bad_path++;
             continue;
         }
         if (f.pc != g_frames[i] - o.bias) {
@@ -390,11 +400,13 @@ static uintptr_t vdso_symbol(uintptr_t base, const char *want)
     const ElfW(Ehdr) *eh = (const void *)base;
     const ElfW(Shdr) *sh = (const void *)(base + eh->e_shoff);
     for (int i = 0; i < eh->e_shnum; i++) {
-        if (sh[i].sh_type != SHT_DYNSYM) continue;
+        if (sh[i].sh_type != SHT_DYNSYM)
+            continue;
         const ElfW(Sym) *syms = (const void *)(base + sh[i].sh_offset);
         const char *str = (const char *)(base + sh[sh[i].sh_link].sh_offset);
         for (size_t j = 0; j < sh[i].sh_size / sizeof(ElfW(Sym)); j++)
-            if (strcmp(str + syms[j].st_name, want) == 0) return syms[j].st_value;
+            if (strcmp(str + syms[j].st_name, want) == 0)
+                return syms[j].st_value;
     }
     return 0;
 }
@@ -481,7 +493,8 @@ static void prof_handler(int sig)
     uintptr_t frames[32];
     atomic_fetch_add(&g_prof_ticks, 1);
     size_t n = hs_backtrace_capture(frames, 32, 0);
-    if (n > 2) atomic_fetch_add(&g_prof_ok, 1);
+    if (n > 2)
+        atomic_fetch_add(&g_prof_ok, 1);
     errno = saved;
 }
 
@@ -522,7 +535,8 @@ static void test_signals(void)
     double end = now_ns() + 300e6;
     while (now_ns() < end)
         for (int i = 0; i < 100; i++)
-            if (recurse_capture(10, frames, 64, 0) < 11) bad++;
+            if (recurse_capture(10, frames, 64, 0) < 11)
+                bad++;
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_PROF, &off, NULL);
     signal(SIGPROF, SIG_DFL);
@@ -539,7 +553,8 @@ static void thread_sink(const char *line, size_t len, void *ctx)
 {
     (void)len;
     (void)ctx;
-    if (strstr(line, "(bt_thread_worker+")) atomic_fetch_add(&g_thread_lines, 1);
+    if (strstr(line, "(bt_thread_worker+"))
+        atomic_fetch_add(&g_thread_lines, 1);
 }
 
 static TEST_NOINLINE void *bt_thread_worker(void *arg)

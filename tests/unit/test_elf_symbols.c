@@ -57,14 +57,16 @@ int elf_test_data_object = 42;
 static unsigned char *read_whole(const char *path, size_t *len)
 {
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return NULL;
+    if (fd < 0)
+        return NULL;
     struct stat st;
     fstat(fd, &st);
     unsigned char *buf = malloc((size_t)st.st_size + 1);
     size_t got = 0;
     while (got < (size_t)st.st_size) {
         ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n <= 0) break;
+        if (n <= 0)
+            break;
         got += (size_t)n;
     }
     close(fd);
@@ -84,7 +86,8 @@ static void guarded_init(struct guarded *g, size_t need)
     g->cap = (need + page - 1) / page * page + page;
     unsigned char *p =
         mmap(NULL, g->cap + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) abort();
+    if (p == MAP_FAILED)
+        abort();
     mprotect(p, page, PROT_NONE);
     mprotect(p + page + g->cap, page, PROT_NONE);
     g->data = p + page;
@@ -124,7 +127,8 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct object *o = arg;
-    if (o->found) return 0;
+    if (o->found)
+        return 0;
     if ((o->name_part[0] == '\0' && info->dlpi_name[0] == '\0') ||
         (o->name_part[0] && strstr(info->dlpi_name, o->name_part))) {
         o->addr = info->dlpi_addr;
@@ -209,7 +213,8 @@ static int check_bias_cb(const struct hs_map *m, void *arg)
 {
     struct bias_check *b = arg;
     /* (Skip the mapping hs_elf_open made of the file itself.) */
-    if (strcmp(m->path, b->path) != 0 || m->start == (uintptr_t)b->elf->data) return 0;
+    if (strcmp(m->path, b->path) != 0 || m->start == (uintptr_t)b->elf->data)
+        return 0;
     uintptr_t bias;
     if (hs_elf_load_bias(b->elf, m->start, m->offset, m->perms & HS_MAP_EXEC, &bias)) {
         b->checked++;
@@ -260,7 +265,8 @@ static void test_libc(void)
                       hs_elf_lookup(&elf, pc - bias, name, sizeof(name), &off);
             hs_elf_close(&elf);
             CHECK(ok);
-            if (!ok || !info.dli_saddr) continue;
+            if (!ok || !info.dli_saddr)
+                continue;
             /* Aliases may be named differently; the symbol's address must agree. */
             CHECK_EQ(pc - off, (uintptr_t)info.dli_saddr);
             CHECK_EQ(off, delta);
@@ -375,7 +381,8 @@ static size_t build_elf(unsigned char *buf, size_t cap, const struct table_spec 
             sym.st_size = s->size;
             memcpy(buf + pos + (i + 1) * sizeof(Elf64_Sym), &sym, sizeof(sym));
         }
-        if (unterminated && t == ntab - 1) str_len--;
+        if (unterminated && t == ntab - 1)
+            str_len--;
         Elf64_Shdr tab = {0}, str = {0};
         tab.sh_type = tabs[t].type;
         tab.sh_offset = pos;
@@ -415,10 +422,13 @@ static const char *look(const unsigned char *img, size_t size, uintptr_t vaddr, 
     static char name[64];
     struct hs_elf elf;
     name[0] = '\0';
-    if (!hs_elf_open_image(&elf, img, size)) return "<bad>";
+    if (!hs_elf_open_image(&elf, img, size))
+        return "<bad>";
     uintptr_t o = 0;
-    if (!hs_elf_lookup(&elf, vaddr, name, sizeof(name), &o)) name[0] = '\0';
-    if (off) *off = o;
+    if (!hs_elf_lookup(&elf, vaddr, name, sizeof(name), &o))
+        name[0] = '\0';
+    if (off)
+        *off = o;
     return name;
 }
 
@@ -562,7 +572,8 @@ static void test_crafted_symbols(void)
     for (size_t len = 0; len <= size; len++) {
         img = guarded_place(&g, buf, len);
         const char *r = look(img, len, 0x1110, &off);
-        if (len < size && strcmp(r, "alias_global") == 0 && len < lay.shoff) insane++;
+        if (len < size && strcmp(r, "alias_global") == 0 && len < lay.shoff)
+            insane++;
     }
     CHECK_EQ(insane, 0);
     guarded_free(&g);
@@ -655,7 +666,8 @@ static bool exercise(const unsigned char *img, size_t len, const uintptr_t *addr
 {
     struct hs_elf elf;
     bool sane = true;
-    if (!hs_elf_open_image(&elf, img, len)) return true;
+    if (!hs_elf_open_image(&elf, img, len))
+        return true;
     (void)hs_elf_type(&elf);
     uintptr_t bias;
     (void)hs_elf_load_bias(&elf, 0x7f0000001000, 0x1000, true, &bias);
@@ -666,8 +678,10 @@ static bool exercise(const unsigned char *img, size_t len, const uintptr_t *addr
         uintptr_t off = 0;
         if (hs_elf_lookup(&elf, addrs[i], name, sizeof(name), &off)) {
             (*found)++;
-            if (memchr(name, '\0', sizeof(name)) == NULL || name[0] == '\0') sane = false;
-            if (expect && strcmp(name, expect[i]) != 0) sane = false;
+            if (memchr(name, '\0', sizeof(name)) == NULL || name[0] == '\0')
+                sane = false;
+            if (expect && strcmp(name, expect[i]) != 0)
+                sane = false;
         }
     }
     return sane;
@@ -679,7 +693,8 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
     size_t size;
     unsigned char *file = read_whole(path, &size);
     CHECK(file != NULL && size > 4096);
-    if (!file) return;
+    if (!file)
+        return;
     struct guarded g;
     guarded_init(&g, size);
 
@@ -689,7 +704,8 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
     CHECK(hs_elf_open_image(&elf, file, size));
     for (size_t i = 0; i < naddrs; i++) {
         uintptr_t off;
-        if (!hs_elf_lookup(&elf, addrs[i], expect[i], sizeof(expect[i]), &off)) expect[i][0] = '\0';
+        if (!hs_elf_lookup(&elf, addrs[i], expect[i], sizeof(expect[i]), &off))
+            expect[i][0] = '\0';
     }
 
     /* Truncations: every length over the headers, then steps. A prefix either fails or
@@ -700,7 +716,8 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
     for (size_t len = 0; len < size; len += len < 8192 ? 1 : step) {
         const unsigned char *img = guarded_place(&g, file, len);
         struct hs_elf t;
-        if (!hs_elf_open_image(&t, img, len)) continue;
+        if (!hs_elf_open_image(&t, img, len))
+            continue;
         tried++;
         for (size_t i = 0; i < naddrs; i++) {
             char name[64];
@@ -756,7 +773,8 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
             size_t r = rnd() % nreg;
             size_t span = regions[r].len ? regions[r].len : 1;
             size_t o = regions[r].off + rnd() % span;
-            if (o + 8 > size) o = size - 8;
+            if (o + 8 > size)
+                o = size - 8;
             offs[j] = o;
             memcpy(saved[j], img + o, 8);
             uint64_t v;
@@ -774,7 +792,8 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
                 break;
             }
         }
-        if (!exercise(img, size, addrs, naddrs, NULL, &found)) insane_names++;
+        if (!exercise(img, size, addrs, naddrs, NULL, &found))
+            insane_names++;
         while (k-- > 0)
             memcpy(img + offs[k], saved[k], 8);
     }
@@ -796,12 +815,14 @@ static void hostile_file(const char *path, const uintptr_t *addrs, size_t naddrs
             for (int j = 0; j < 16; j++)
                 copy[rnd() % (sizeof(eh) + (size_t)eh.e_phnum * eh.e_phentsize)] ^=
                     (unsigned char)rnd();
-        if (ftruncate(fd, 0) != 0 || pwrite(fd, copy, len, 0) != (ssize_t)len) bad++;
+        if (ftruncate(fd, 0) != 0 || pwrite(fd, copy, len, 0) != (ssize_t)len)
+            bad++;
         free(copy);
         for (size_t a = 0; a < naddrs; a++) {
             char name[64];
             uintptr_t off;
-            if (hs_elf_symbolize(tmp, addrs[a], name, sizeof(name), &off) && name[0] == '\0') bad++;
+            if (hs_elf_symbolize(tmp, addrs[a], name, sizeof(name), &off) && name[0] == '\0')
+                bad++;
         }
     }
     CHECK_EQ(bad, 0);

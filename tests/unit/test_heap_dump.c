@@ -30,7 +30,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-
 static char g_dir[] = "/tmp/hs_heap_dump_test.XXXXXX";
 
 /* ---- log capture ---- */

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ---- log capture ---- */
 
 #define MAX_LOG 16

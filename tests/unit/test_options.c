@@ -47,11 +47,13 @@ static void capture_sink(const char *line, size_t len, void *ctx)
 {
     (void)ctx;
     int i = cap.count++;
-    if (len > cap.longest) cap.longest = len;
+    if (len > cap.longest)
+        cap.longest = len;
     if (len == 0 || len >= HS_LOG_LINE_MAX || line[len] != '\0' || strlen(line) != len ||
         line[len - 1] != '\n')
         cap.bad_framing++;
-    if (i >= MAX_LINES) return;
+    if (i >= MAX_LINES)
+        return;
     const char *close = strstr(line, "] ");
     const char *body = close ? strstr(close + 2, ": ") : NULL;
     if (body == NULL) {
@@ -60,7 +62,8 @@ static void capture_sink(const char *line, size_t len, void *ctx)
     }
     body += 2;
     size_t n = (size_t)(line + len - body);
-    if (n > 0 && body[n - 1] == '\n') n--;
+    if (n > 0 && body[n - 1] == '\n')
+        n--;
     memcpy(cap.body[i], body, n);
     cap.body[i][n] = '\0';
 }
@@ -82,7 +85,8 @@ static bool expect_ok(const char *file, int line, struct hs_md_config *cfg, cons
     bool ok = hs_md_config_parse(cfg, opts);
     check_at(ok, file, line, "hs_md_config_parse returns true");
     check_eq_at((unsigned)cap.count, 0, file, line, "lines logged", "0");
-    if (cap.count > 0) fprintf(stderr, "    first line: \"%s\"\n", cap.body[0]);
+    if (cap.count > 0)
+        fprintf(stderr, "    first line: \"%s\"\n", cap.body[0]);
     check_context(NULL);
     return ok;
 }
@@ -212,7 +216,8 @@ static void test_flags(void)
     char buf[256];
     for (size_t i = 0; i < sizeof(flag_cases) / sizeof(flag_cases[0]); i++) {
         const struct flag_case *c = &flag_cases[i];
-        if (PARSE_OK(&cfg, c->name)) CHECK_EQ(cfg.options, c->bit);
+        if (PARSE_OK(&cfg, c->name))
+            CHECK_EQ(cfg.options, c->bit);
         /* An empty value is no value. */
         if (PARSE_OK(&cfg, fmt_opts(buf, sizeof(buf), "%s=", c->name)))
             CHECK_EQ(cfg.options, c->bit);
@@ -309,7 +314,8 @@ static void check_stored(const char *file, int line, const struct num_case *c, c
     else
         snprintf(opts, sizeof(opts), "%s", name);
     struct hs_md_config cfg;
-    if (!expect_ok(file, line, &cfg, opts)) return;
+    if (!expect_ok(file, line, &cfg, opts))
+        return;
     check_context(opts);
     check_eq_at(c->get(&cfg), c->round ? round16(want) : want, file, line, "stored value",
                 "expected");
@@ -409,7 +415,8 @@ static void test_numeric_options(void)
     for (size_t i = 0; i < sizeof(num_cases) / sizeof(num_cases[0]); i++) {
         const struct num_case *c = &num_cases[i];
         test_numeric_option(c, c->name);
-        if (c->alias) test_numeric_option(c, c->alias);
+        if (c->alias)
+            test_numeric_option(c, c->alias);
     }
 }
 
@@ -482,7 +489,8 @@ static void test_free_track_order(void)
         CHECK_EQ(cfg.fill_on_free_bytes, SIZE_MAX);
         CHECK_EQ(cfg.fill_on_alloc_bytes, 10);
     }
-    if (PARSE_OK(&cfg, "free_track fill_on_free=10")) CHECK_EQ(cfg.fill_on_free_bytes, 10);
+    if (PARSE_OK(&cfg, "free_track fill_on_free=10"))
+        CHECK_EQ(cfg.fill_on_free_bytes, 10);
     /* free_track_backtrace_num_frames alone sets no bit and no fill. */
     if (PARSE_OK(&cfg, "free_track_backtrace_num_frames=5")) {
         CHECK_EQ(cfg.options, 0);
@@ -516,7 +524,8 @@ static void test_backtrace(void)
         CHECK(cfg.backtrace_enable_on_signal);
         CHECK_EQ(cfg.backtrace_frames, 7);
     }
-    if (PARSE_OK(&cfg, "backtrace=5 backtrace=7")) CHECK_EQ(cfg.backtrace_frames, 7);
+    if (PARSE_OK(&cfg, "backtrace=5 backtrace=7"))
+        CHECK_EQ(cfg.backtrace_frames, 7);
 
     /* Specific sizes. */
     if (PARSE_OK(&cfg, "backtrace_size=1000")) {
@@ -610,9 +619,11 @@ static void test_strings(void)
         CHECK_STREQ(cfg.record_allocs_file, HS_MD_DEFAULT_RECORD_ALLOCS_FILE);
     if (PARSE_OK(&cfg, "record_allocs_file"))
         CHECK_STREQ(cfg.record_allocs_file, HS_MD_DEFAULT_RECORD_ALLOCS_FILE);
-    if (PARSE_OK(&cfg, "record_allocs_file=/a=b,c")) CHECK_STREQ(cfg.record_allocs_file, "/a=b,c");
+    if (PARSE_OK(&cfg, "record_allocs_file=/a=b,c"))
+        CHECK_STREQ(cfg.record_allocs_file, "/a=b,c");
     /* "-5" and numbers are just strings here. */
-    if (PARSE_OK(&cfg, "record_allocs_file=-5")) CHECK_STREQ(cfg.record_allocs_file, "-5");
+    if (PARSE_OK(&cfg, "record_allocs_file=-5"))
+        CHECK_STREQ(cfg.record_allocs_file, "-5");
 
     /* Linux-specific: the value must fit PATH_MAX with its NUL. */
     static char opts[PATH_MAX + 64];
@@ -662,8 +673,10 @@ static void test_whitespace_forms(void)
     EXPECT_ERROR("backtrace_size 10", "bad value for option 'backtrace_size'");
     EXPECT_ERROR("bt_min_sz\t=\t", "bad value for option 'bt_min_sz'");
     /* "front_guard=" then end of string: the default. */
-    if (PARSE_OK(&cfg, "front_guard=")) CHECK_EQ(cfg.front_guard_bytes, 32);
-    if (PARSE_OK(&cfg, "front_guard= ")) CHECK_EQ(cfg.front_guard_bytes, 32);
+    if (PARSE_OK(&cfg, "front_guard="))
+        CHECK_EQ(cfg.front_guard_bytes, 32);
+    if (PARSE_OK(&cfg, "front_guard= "))
+        CHECK_EQ(cfg.front_guard_bytes, 32);
 }
 
 static void test_unknown_options(void)
@@ -760,11 +773,13 @@ static void test_long_strings(void)
     s[0] = '\0';
     for (size_t len = 0; len + 20 < N;)
         len += (size_t)sprintf(s + len, "verbose leak_track ");
-    if (PARSE_OK(&cfg, s)) CHECK_EQ(cfg.options, HS_OPT_VERBOSE | HS_OPT_LEAK_TRACK);
+    if (PARSE_OK(&cfg, s))
+        CHECK_EQ(cfg.options, HS_OPT_VERBOSE | HS_OPT_LEAK_TRACK);
     s[0] = '\0';
     for (size_t len = 0; len + 20 < N;)
         len += (size_t)sprintf(s + len, "backtrace = 16 ");
-    if (PARSE_OK(&cfg, s)) CHECK_EQ(cfg.backtrace_frames, 16);
+    if (PARSE_OK(&cfg, s))
+        CHECK_EQ(cfg.backtrace_frames, 16);
     /* ... with an error at the very end. */
     strcat(s, "bogus");
     EXPECT_ERROR(s, "unknown option bogus");
@@ -797,7 +812,8 @@ static void test_long_strings(void)
     EXPECT_ERROR(s, "bad value for option 'backtrace': Numerical result out of range");
     memset(s + 10, '0', N);
     strcpy(s + N + 10, "5");
-    if (PARSE_OK(&cfg, s)) CHECK_EQ(cfg.backtrace_frames, 5);
+    if (PARSE_OK(&cfg, s))
+        CHECK_EQ(cfg.backtrace_frames, 5);
     strcpy(s, "backtrace=5");
     memset(s + 11, 'x', N);
     s[N + 11] = '\0';
@@ -814,7 +830,8 @@ static void test_long_strings(void)
     /* 10 KB of whitespace only. */
     memset(s, ' ', N);
     s[N] = '\0';
-    if (PARSE_OK(&cfg, s)) CHECK_EQ(cfg.options, 0);
+    if (PARSE_OK(&cfg, s))
+        CHECK_EQ(cfg.options, 0);
     check_context(NULL);
 }
 
@@ -823,7 +840,8 @@ static void test_long_strings(void)
 static void test_fuzz_regressions(void)
 {
     struct hs_md_config cfg;
-    if (PARSE_OK(&cfg, "\t\r ")) CHECK_EQ(cfg.options, 0);
+    if (PARSE_OK(&cfg, "\t\r "))
+        CHECK_EQ(cfg.options, 0);
     /* Control characters other than whitespace are part of a name. */
     EXPECT_ERROR("\x03\x03"
                  "0",
@@ -839,7 +857,8 @@ static void test_fuzz_regressions(void)
     EXPECT_ERROR("bt=r", "bad value for option 'bt'");
     EXPECT_ERROR("_=bz-zbt\"x", "unknown option _");
     /* The string ends at the first NUL, as the fuzzer's copy does. */
-    if (PARSE_OK(&cfg, "verbose\0bogus")) CHECK_EQ(cfg.options, HS_OPT_VERBOSE);
+    if (PARSE_OK(&cfg, "verbose\0bogus"))
+        CHECK_EQ(cfg.options, HS_OPT_VERBOSE);
 }
 
 int main(void)

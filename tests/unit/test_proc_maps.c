@@ -63,7 +63,8 @@ static void recs_free(struct recs *r)
 
 static bool recs_equal(const struct recs *a, const struct recs *b)
 {
-    if (a->n != b->n) return false;
+    if (a->n != b->n)
+        return false;
     for (size_t i = 0; i < a->n && i < 64; i++) {
         const struct rec *x = &a->v[i], *y = &b->v[i];
         if (x->start != y->start || x->end != y->end || x->load_base != y->load_base ||
@@ -125,7 +126,8 @@ static int parse_chunked(const char *text, size_t len, size_t chunk, struct recs
     for (size_t i = 0; i < len; i += chunk) {
         size_t n = len - i < chunk ? len - i : chunk;
         int r = hs_maps_parser_feed(&p, text + i, n, collect, out);
-        if (r != 0) return r;
+        if (r != 0)
+            return r;
     }
     return hs_maps_parser_finish(&p, collect, out);
 }
@@ -133,7 +135,8 @@ static int parse_chunked(const char *text, size_t len, size_t chunk, struct recs
 static const struct rec *find_path(const struct recs *r, const char *path)
 {
     for (size_t i = 0; i < r->n && i < 64; i++)
-        if (strcmp(r->v[i].path, path) == 0) return &r->v[i];
+        if (strcmp(r->v[i].path, path) == 0)
+            return &r->v[i];
     return NULL;
 }
 
@@ -279,8 +282,10 @@ static void *pipe_writer(void *arg)
     int fd = *(int *)arg;
     for (size_t i = 0; i < g_text_len; i += 3) {
         size_t n = g_text_len - i < 3 ? g_text_len - i : 3;
-        if (write(fd, g_text + i, n) != (ssize_t)n) break;
-        if (i % 300 == 0) usleep(100);
+        if (write(fd, g_text + i, n) != (ssize_t)n)
+            break;
+        if (i % 300 == 0)
+            usleep(100);
     }
     close(fd);
     return NULL;
@@ -316,7 +321,8 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
     struct object *o = arg;
-    if (o->found) return 0;
+    if (o->found)
+        return 0;
     if ((o->name_part[0] == '\0' && info->dlpi_name[0] == '\0') ||
         (o->name_part[0] && strstr(info->dlpi_name, o->name_part))) {
         o->addr = info->dlpi_addr;
@@ -328,7 +334,8 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 static int count_cb(const struct hs_map *m, void *arg)
 {
     size_t *n = arg;
-    if (m->start < m->end) (*n)++;
+    if (m->start < m->end)
+        (*n)++;
     return 0;
 }
 

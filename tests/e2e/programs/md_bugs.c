@@ -169,12 +169,12 @@ static int usable_size(void)
 
 /* The allocation contract malloc debug keeps (Android's own tests). Prints "ok" or the
  * first failed check. argv[2] = "debug" when debug-only behaviour must hold too. */
-#define EXPECT(cond)                                                                           \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            printf("FAILED line %d: %s\n", __LINE__, #cond);                                   \
-            return 1;                                                                          \
-        }                                                                                      \
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            printf("FAILED line %d: %s\n", __LINE__, #cond);                                       \
+            return 1;                                                                              \
+        }                                                                                          \
     } while (0)
 
 static int semantics(int debug)
@@ -289,20 +289,34 @@ int main(int argc, char **argv)
     printf("pid=%d\n", (int)getpid());
     fflush(stdout);
     const char *s = argv[1];
-    if (!strcmp(s, "rear_overflow_1")) return rear_overflow_1();
-    if (!strcmp(s, "rear_overflow_many")) return rear_overflow_many();
-    if (!strcmp(s, "front_underflow_1")) return front_underflow_1();
-    if (!strcmp(s, "front_underflow_many")) return front_underflow_many();
-    if (!strcmp(s, "both_guards")) return both_guards();
-    if (!strcmp(s, "double_free")) return double_free();
-    if (!strcmp(s, "realloc_after_free")) return realloc_after_free();
-    if (!strcmp(s, "free_interior")) return free_interior();
-    if (!strcmp(s, "usable_size_interior")) return usable_size_interior();
-    if (!strcmp(s, "fills")) return fills();
-    if (!strcmp(s, "partial_fill")) return partial_fill();
-    if (!strcmp(s, "usable_size")) return usable_size();
-    if (!strcmp(s, "semantics")) return semantics(argc > 2 && !strcmp(argv[2], "debug"));
-    if (!strcmp(s, "clean")) return clean();
+    if (!strcmp(s, "rear_overflow_1"))
+        return rear_overflow_1();
+    if (!strcmp(s, "rear_overflow_many"))
+        return rear_overflow_many();
+    if (!strcmp(s, "front_underflow_1"))
+        return front_underflow_1();
+    if (!strcmp(s, "front_underflow_many"))
+        return front_underflow_many();
+    if (!strcmp(s, "both_guards"))
+        return both_guards();
+    if (!strcmp(s, "double_free"))
+        return double_free();
+    if (!strcmp(s, "realloc_after_free"))
+        return realloc_after_free();
+    if (!strcmp(s, "free_interior"))
+        return free_interior();
+    if (!strcmp(s, "usable_size_interior"))
+        return usable_size_interior();
+    if (!strcmp(s, "fills"))
+        return fills();
+    if (!strcmp(s, "partial_fill"))
+        return partial_fill();
+    if (!strcmp(s, "usable_size"))
+        return usable_size();
+    if (!strcmp(s, "semantics"))
+        return semantics(argc > 2 && !strcmp(argv[2], "debug"));
+    if (!strcmp(s, "clean"))
+        return clean();
     fprintf(stderr, "md_bugs: unknown scenario %s\n", s);
     return 2;
 }

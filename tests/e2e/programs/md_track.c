@@ -192,14 +192,23 @@ int main(int argc, char **argv)
     printf("pid=%d\n", (int)getpid());
     fflush(stdout);
     const char *s = argv[1];
-    if (!strcmp(s, "uaf_write")) return uaf_write();
-    if (!strcmp(s, "uaf_evicted")) return uaf_evicted();
-    if (!strcmp(s, "double_free")) return double_free();
-    if (!strcmp(s, "realloc_after_free")) return realloc_after_free();
-    if (!strcmp(s, "leaks")) return leaks();
-    if (!strcmp(s, "stray")) return stray();
-    if (!strcmp(s, "tag_after_free")) return tag_after_free();
-    if (!strcmp(s, "api")) return api();
-    if (!strcmp(s, "toggle")) return toggle();
+    if (!strcmp(s, "uaf_write"))
+        return uaf_write();
+    if (!strcmp(s, "uaf_evicted"))
+        return uaf_evicted();
+    if (!strcmp(s, "double_free"))
+        return double_free();
+    if (!strcmp(s, "realloc_after_free"))
+        return realloc_after_free();
+    if (!strcmp(s, "leaks"))
+        return leaks();
+    if (!strcmp(s, "stray"))
+        return stray();
+    if (!strcmp(s, "tag_after_free"))
+        return tag_after_free();
+    if (!strcmp(s, "api"))
+        return api();
+    if (!strcmp(s, "toggle"))
+        return toggle();
     return 2;
 }

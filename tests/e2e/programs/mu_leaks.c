@@ -450,18 +450,31 @@ int main(int argc, char **argv)
     if (argc < 2)
         return 2;
     const char *s = argv[1];
-    if (!strcmp(s, "basic")) return scenario_basic();
-    if (!strcmp(s, "tls")) return scenario_tls();
-    if (!strcmp(s, "register")) return scenario_register();
-    if (!strcmp(s, "dlopen") && argc > 2) return scenario_dlopen(argv[2]);
-    if (!strcmp(s, "cycle")) return scenario_cycle(1000, 0);
-    if (!strcmp(s, "cycle_entry")) return scenario_cycle(1000, 1);
-    if (!strcmp(s, "pair")) return scenario_cycle(2, 0);
-    if (!strcmp(s, "many")) return scenario_many();
-    if (!strcmp(s, "report")) return scenario_report();
-    if (!strcmp(s, "protnone")) return scenario_protnone();
-    if (!strcmp(s, "load")) return scenario_load(argc > 2 ? atoi(argv[2]) : 10);
-    if (!strcmp(s, "exit_leak")) return scenario_exit_leak();
-    if (!strcmp(s, "serve")) return scenario_serve();
+    if (!strcmp(s, "basic"))
+        return scenario_basic();
+    if (!strcmp(s, "tls"))
+        return scenario_tls();
+    if (!strcmp(s, "register"))
+        return scenario_register();
+    if (!strcmp(s, "dlopen") && argc > 2)
+        return scenario_dlopen(argv[2]);
+    if (!strcmp(s, "cycle"))
+        return scenario_cycle(1000, 0);
+    if (!strcmp(s, "cycle_entry"))
+        return scenario_cycle(1000, 1);
+    if (!strcmp(s, "pair"))
+        return scenario_cycle(2, 0);
+    if (!strcmp(s, "many"))
+        return scenario_many();
+    if (!strcmp(s, "report"))
+        return scenario_report();
+    if (!strcmp(s, "protnone"))
+        return scenario_protnone();
+    if (!strcmp(s, "load"))
+        return scenario_load(argc > 2 ? atoi(argv[2]) : 10);
+    if (!strcmp(s, "exit_leak"))
+        return scenario_exit_leak();
+    if (!strcmp(s, "serve"))
+        return scenario_serve();
     return 2;
 }
