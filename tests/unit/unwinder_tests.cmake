@@ -31,3 +31,10 @@ foreach(variant pie nopie)
   add_test(NAME unit.unwinder_${variant} COMMAND ${t})
   set_tests_properties(unit.unwinder_${variant} PROPERTIES TIMEOUT 120)
 endforeach()
+
+# The client's half of a sample (registers + stack copy) unwound by the daemon's half.
+add_executable(test_stack_copy ${HS_UNW_TESTS_DIR}/test_stack_copy.c)
+target_include_directories(test_stack_copy PRIVATE ${HS_UNW_TESTS_DIR})
+target_compile_options(test_stack_copy PRIVATE -O0 -g)
+target_link_libraries(test_stack_copy PRIVATE hs_profiler_core Threads::Threads)
+add_test(NAME unit.stack_copy COMMAND test_stack_copy)

@@ -1,0 +1,120 @@
+/* test_stack_copy.c: the client's half of a sample (registers + stack copy, stack_copy.c)
+ * unwound by the daemon's half (unwinder.c), checked against libunwind at the same point:
+ * on the main thread, on another thread, deep in recursion, with a small cap. */
+#define _GNU_SOURCE
+#define UNW_LOCAL_ONLY
+#include "check.h"
+#include "proc_maps.h"
+#include "stack_copy.h"
+#include "unwinder.h"
+
+#include <libunwind.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define COPY_CAP (256 * 1024)
+#define MAX_PCS 128
+
+struct sample {
+    struct hs_unwind_regs regs;
+    unsigned char *stack;
+    size_t len;
+    void *expected[MAX_PCS]; /* libunwind at the capture point, innermost first */
+    int num_expected;
+};
+
+static __attribute__((noinline)) void take_sample(struct sample *s, size_t cap)
+{
+    HS_UNWIND_CAPTURE_REGS(&s->regs);
+    s->len = hs_stack_copy(s->regs.rsp, s->stack, cap);
+    s->num_expected = unw_backtrace(s->expected, MAX_PCS);
+}
+
+static __attribute__((noinline)) void recurse(struct sample *s, int depth, size_t cap)
+{
+    if (depth == 0)
+        take_sample(s, cap);
+    else
+        recurse(s, depth - 1, cap);
+    __asm__ volatile("" ::: "memory"); /* not a tail call */
+}
+
+static char *read_maps(size_t *len)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char *buf = malloc(1 << 20);
+    *len = fread(buf, 1, (1 << 20) - 1, f);
+    buf[*len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Unwinds the sample and compares with libunwind: the unwinder's pcs from frame 1 on are the
+ * return addresses libunwind lists (its frame 0 is inside take_sample too). */
+static void check_sample(const char *what, struct sample *s, int expect_truncated)
+{
+    size_t maps_len;
+    char *maps = read_maps(&maps_len);
+    struct hs_unwinder *u = hs_unwinder_new(getpid(), -1);
+    CHECK(u != NULL);
+    CHECK(hs_unwinder_set_maps(u, maps, maps_len) == 0);
+    uintptr_t pcs[MAX_PCS];
+    struct hs_unwind_result res;
+    size_t n = hs_unwind(u, &s->regs, s->stack, s->len, pcs, MAX_PCS, &res);
+    printf("%s: copied %zu bytes, %zu frames (libunwind %d), stop %d\n", what, s->len, n,
+           s->num_expected, (int)res.stop);
+    CHECK(s->len > 0);
+    CHECK(n >= 2);
+    if (!expect_truncated) {
+        /* Same frames, in order, after the capture point. */
+        CHECK_EQ(n, (size_t)s->num_expected);
+        for (size_t i = 1; i < n && i < (size_t)s->num_expected; i++)
+            CHECK_EQ(pcs[i], (uintptr_t)s->expected[i]);
+    } else {
+        CHECK(n < (size_t)s->num_expected);
+        CHECK_EQ(res.stop, HS_UNWIND_TRUNCATED);
+        for (size_t i = 1; i < n; i++)
+            CHECK_EQ(pcs[i], (uintptr_t)s->expected[i]);
+    }
+    hs_unwinder_free(u);
+    free(maps);
+}
+
+static void *thread_main(void *arg)
+{
+    struct sample *s = arg;
+    recurse(s, 5, COPY_CAP);
+    return NULL;
+}
+
+int main(void)
+{
+    struct sample s;
+    s.stack = malloc(COPY_CAP);
+
+    recurse(&s, 3, COPY_CAP);
+    check_sample("main thread", &s, 0);
+    /* The whole copy lies in the main thread's [stack]. */
+    struct hs_map m;
+    CHECK(hs_maps_find(0, s.regs.rsp, &m));
+    CHECK_STREQ(m.path, "[stack]");
+    CHECK_EQ(hs_stack_end(s.regs.rsp), m.end);
+
+    recurse(&s, 200, COPY_CAP);
+    check_sample("deep recursion", &s, 0);
+
+    recurse(&s, 200, 2048); /* a copy too small for the whole stack: a clean prefix */
+    check_sample("small cap", &s, 1);
+
+    pthread_t t;
+    pthread_create(&t, NULL, thread_main, &s);
+    pthread_join(t, NULL);
+    check_sample("other thread", &s, 0);
+
+    CHECK_EQ(hs_stack_copy(0x10, s.stack, 64), 0); /* no mapping there */
+    free(s.stack);
+    return check_report();
+}
