@@ -87,6 +87,24 @@ class Cli(Case):
             self.assertEqual(len(pcs), 1)
             moved = os.path.join(d, "moved")
             shutil.move(prefix, moved)
+            # A program built with the (relocatable) pkg-config file, linked with nothing but
+            # -lmemunreachable, finds its leak.
+            pc_dir = os.path.dirname(pcs[0]).replace(prefix, moved)
+            flags = subprocess.run(["pkg-config", "--cflags", "--libs", "heapscope"],
+                                   env=dict(os.environ, PKG_CONFIG_PATH=pc_dir),
+                                   capture_output=True, text=True, check=True).stdout.split()
+            src = os.path.join(d, "leaky.c")
+            with open(src, "w") as f:
+                f.write("#include <heapscope/memunreachable.h>\n#include <stdio.h>\n"
+                        "#include <stdlib.h>\n"
+                        "static void *volatile sink;\n"
+                        "static __attribute__((noinline)) void leak(void) {\n"
+                        "  sink = malloc(64); sink = 0; }\n"
+                        "int main(void) { leak(); printf(\"noleaks=%d\\n\", NoLeaks()); }\n")
+            exe = os.path.join(d, "leaky")
+            subprocess.run(["cc", "-O0", "-o", exe, src] + flags, check=True)
+            r = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.stdout, "noleaks=0\n", r.stderr)
             env = dict(os.environ)
             env.pop("HEAPSCOPE_LIBDIR", None)
             r = subprocess.run([os.path.join(moved, "bin", "heapscope"), "debug", "-o", "guard",
