@@ -2,11 +2,11 @@
  *
  * Takes samples as the profiler's client does (HS_UNWIND_CAPTURE_REGS, then the stack from rsp
  * to the end of the thread's stack, at most 64 KiB) at the end of call chains of ~10, ~20 and
- * ~40 frames: this file's functions, built with -O2 -fomit-frame-pointer, with a trip through
- * libc's qsort (the comparator continues the chain). Several variants per depth (the qsort
- * trip at different levels) make different pcs. Then, on one core, for each approach:
- *   cached    hs_unwind, HS_UNWIND_MODE_CACHED (the default: rules cached per pc)
- *   dwfl      hs_unwind, HS_UNWIND_MODE_DWFL (dwfl_getthread_frames per sample, Dwfl kept)
+ * ~40 frames: the unwinder test's fixture (tests/unit/unwinder_fixture.c), built with -O2
+ * -fomit-frame-pointer, with a trip through libc's qsort (the comparator continues the chain).
+ * Several variants per depth (the qsort trip at different levels) make different pcs. Then, on one
+ * core, for each approach: cached    hs_unwind, HS_UNWIND_MODE_CACHED (the default: rules cached
+ * per pc) dwfl      hs_unwind, HS_UNWIND_MODE_DWFL (dwfl_getthread_frames per sample, Dwfl kept)
  *   libunwind libunwind's remote unwinder (unw_init_remote, accessors reading the copy,
  *             _UPT_find_proc_info for the unwind tables, UNW_CACHE_GLOBAL)
  * it unwinds every sample once (warm-up, checking that all approaches agree), then times each
@@ -16,7 +16,9 @@
  * Usage: unwind_bench [seconds per measurement, default 0.5]
  */
 #define _GNU_SOURCE
+#include "stack_copy.h"
 #include "unwinder.h"
+#include "unwinder_fixture.h"
 
 #include <fcntl.h>
 #include <libunwind-ptrace.h>
@@ -44,116 +46,22 @@ struct sample {
 
 static uintptr_t g_stack_end;
 
-/* ---- The call chain ---------------------------------------------------------------------- */
+/* ---- Taking samples ---------------------------------------------------------------------- */
 
-struct chain {
-    int left, qsort_at, realign_at, rot;
-    struct sample *out;
-    volatile unsigned sink;
-};
-
-static __thread struct chain *t_qsort_chain;
-static void chain_next(struct chain *c);
-
-__attribute__((noinline)) static void capture(struct sample *s)
+/* The leaf of the test fixture's call chain (tests/unit/unwinder_fixture.c: -O2
+ * -fomit-frame-pointer functions, a trip through libc's qsort, a stack-realigning frame):
+ * a sample as the client takes it. */
+__attribute__((noinline)) static void capture(void *arg)
 {
+    struct sample *s = arg;
     HS_UNWIND_CAPTURE_REGS(&s->regs);
-    size_t len = g_stack_end - s->regs.rsp;
-    if (len > STACK_MAX)
-        len = STACK_MAX;
-    memcpy(s->stack, (const void *)(uintptr_t)s->regs.rsp, len);
-    s->len = len;
+    s->len = hs_stack_copy(s->regs.rsp, s->stack, STACK_MAX);
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noinline)) static void chain_plain(struct chain *c)
+static void take_sample(struct sample *s, int levels, int qsort_at, int realign_at)
 {
-    c->left--;
-    chain_next(c);
-    c->sink++;
-}
-
-__attribute__((noinline)) static void chain_vla(struct chain *c)
-{
-    size_t n = (size_t)(c->left & 7) * 8 + 16;
-    volatile char buf[n];
-    buf[0] = 1;
-    c->left--;
-    chain_next(c);
-    c->sink += buf[0];
-}
-
-__attribute__((noinline)) static void chain_saves(struct chain *c)
-{
-    unsigned a = c->sink * 3u, b = (unsigned)c->left * 5u, d = (unsigned)(uintptr_t)c;
-    unsigned e = a ^ b, f = b + 7u, g = d * 11u;
-    c->left--;
-    chain_next(c);
-    c->sink += a + b + d + e + f + g + (a * e) + (f ^ g);
-}
-
-/* Stack realignment through a DRAP register: CFI with DWARF expressions (a libdwfl step). */
-__attribute__((noinline)) static void chain_realign(struct chain *c, long b, long d, long e, long f,
-                                                    long g, long s1, long s2)
-{
-    _Alignas(64) volatile char buf[64];
-    buf[0] = (char)(s1 + s2);
-    volatile char vla[(c->left & 15) + 8];
-    vla[0] = 1;
-    c->left--;
-    chain_next(c);
-    c->sink += (unsigned)(buf[0] + vla[0] + b + d + e + f + g + s2);
-}
-
-static int chain_cmp(const void *a, const void *b)
-{
-    struct chain *c = t_qsort_chain;
-    if (c) {
-        t_qsort_chain = NULL;
-        chain_next(c);
-    }
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-__attribute__((noinline)) static void chain_qsort(struct chain *c)
-{
-    int v[8] = {5, 3, 7, 1, 8, 2, 6, 4};
-    c->left--;
-    t_qsort_chain = c;
-    qsort(v, 8, sizeof v[0], chain_cmp);
-    c->sink += (unsigned)v[0];
-}
-
-/* One frame per level (plus the dispatcher's own frame every other level). */
-__attribute__((noinline)) static void chain_next(struct chain *c)
-{
-    if (c->left <= 0) {
-        capture(c->out);
-        c->sink++;
-        return;
-    }
-    int k = (c->left + c->rot) % 3;
-    if (c->left == c->qsort_at)
-        chain_qsort(c);
-    else if (c->left == c->realign_at)
-        chain_realign(c, 1, 2, 3, 4, 5, c->left, 7);
-    else if (k == 0)
-        chain_plain(c);
-    else if (k == 1)
-        chain_vla(c);
-    else
-        chain_saves(c);
-    c->sink++;
-}
-
-__attribute__((noinline)) static void take_sample(struct sample *s, int levels, int qsort_at,
-                                                  int realign_at, int rot)
-{
-    struct chain c = {
-        .left = levels, .qsort_at = qsort_at, .realign_at = realign_at, .rot = rot, .out = s};
-    chain_next(&c);
-    __asm__ volatile("" ::: "memory");
+    hs_uwfix_run(levels, qsort_at, realign_at, capture, s);
 }
 
 /* ---- libunwind remote ---------------------------------------------------------------------- */
@@ -370,7 +278,7 @@ int main(int argc, char **argv)
     /* Levels giving ~10, ~20, ~40 frames: two frames a level (the dispatcher and a function),
      * the qsort trip 5 more (qsort_r, two msort_with_tmp, the comparator and its level), and 7
      * around (capture, the last dispatcher, take_sample, main and libc's start). The variants
-     * rotate the frame layouts and move the qsort trip. */
+     * move the qsort trip. */
     static const int levels[NDEPTHS] = {2, 4, 14, 4};
     static const bool with_qsort[NDEPTHS] = {false, true, true, true};
     static struct sample *samples[NDEPTHS][VARIANTS];
@@ -379,7 +287,7 @@ int main(int argc, char **argv)
             samples[d][v] = malloc(sizeof(struct sample));
             int qsort_at = with_qsort[d] ? 1 + v % levels[d] : 0;
             int realign_at = d == 3 ? 1 + (qsort_at % levels[d]) : 0;
-            take_sample(samples[d][v], levels[d], qsort_at, realign_at, v % 3);
+            take_sample(samples[d][v], levels[d], qsort_at, realign_at);
         }
 
     int mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
