@@ -4,9 +4,10 @@
  * to the end of the thread's stack, at most 64 KiB) at the end of call chains of ~10, ~20 and
  * ~40 frames: the unwinder test's fixture (tests/unit/unwinder_fixture.c), built with -O2
  * -fomit-frame-pointer, with a trip through libc's qsort (the comparator continues the chain).
- * Several variants per depth (the qsort trip at different levels) make different pcs. Then, on one
- * core, for each approach: cached    hs_unwind, HS_UNWIND_MODE_CACHED (the default: rules cached
- * per pc) dwfl      hs_unwind, HS_UNWIND_MODE_DWFL (dwfl_getthread_frames per sample, Dwfl kept)
+ * Several variants per depth (the qsort trip at different levels) make different pcs. Then,
+ * on one core, for each approach:
+ *   cached    hs_unwind, HS_UNWIND_MODE_CACHED (the default: rules cached per pc)
+ *   dwfl      hs_unwind, HS_UNWIND_MODE_DWFL (dwfl_getthread_frames per sample, Dwfl kept)
  *   libunwind libunwind's remote unwinder (unw_init_remote, accessors reading the copy,
  *             _UPT_find_proc_info for the unwind tables, UNW_CACHE_GLOBAL)
  * it unwinds every sample once (warm-up, checking that all approaches agree), then times each
