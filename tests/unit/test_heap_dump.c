@@ -16,6 +16,7 @@
 #include "log.h"
 #include "options.h"
 #include "pointer_table.h"
+#include "pointer_table_helpers.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -67,38 +68,6 @@ static void configure(const char *options)
     snprintf(full, sizeof(full), "%s backtrace_dump_prefix=%s/bt", options, g_dir);
     CHECK(hs_md_config_parse(&hs_md.cfg, full));
     __atomic_store_n(&hs_md.mode, HS_MD_DEBUG, __ATOMIC_RELEASE);
-}
-
-static void add(uintptr_t ptr, size_t size, size_t n, const uintptr_t *frames)
-{
-    struct hs_md_ptr_info info = {size, hs_md_bt_acquire(frames, n)};
-    CHECK(hs_md_ptr_add((void *)ptr, &info));
-}
-
-struct collect {
-    uintptr_t *ptrs;
-    size_t count;
-};
-
-static void collect_ptr(uintptr_t p, const struct hs_md_ptr_info *info, void *arg)
-{
-    (void)info;
-    struct collect *c = arg;
-    c->ptrs[c->count++] = p;
-}
-
-static void remove_all(void)
-{
-    hs_md_ptr_lock_all();
-    struct collect c = {calloc(hs_md_ptr_count() + 1, sizeof(uintptr_t)), 0};
-    hs_md_ptr_foreach_locked(collect_ptr, &c);
-    hs_md_ptr_unlock_all();
-    for (size_t i = 0; i < c.count; i++) {
-        struct hs_md_ptr_info out;
-        if (hs_md_ptr_remove((void *)c.ptrs[i], &out))
-            hs_md_bt_release(out.bt);
-    }
-    free(c.ptrs);
 }
 
 static char *slurp(const char *path)

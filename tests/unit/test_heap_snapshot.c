@@ -17,6 +17,7 @@
 #include "log.h"
 #include "options.h"
 #include "pointer_table.h"
+#include "pointer_table_helpers.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -258,40 +259,6 @@ static void configure(const char *options, int mode)
 {
     CHECK(hs_md_config_parse(&hs_md.cfg, options));
     __atomic_store_n(&hs_md.mode, mode, __ATOMIC_RELEASE);
-}
-
-static struct hs_md_bt *add(uintptr_t ptr, size_t size, size_t n, const uintptr_t *frames)
-{
-    struct hs_md_ptr_info info = {size, hs_md_bt_acquire(frames, n)};
-    CHECK(hs_md_ptr_add((void *)ptr, &info));
-    return info.bt;
-}
-
-struct collect {
-    uintptr_t *ptrs;
-    size_t count;
-};
-
-static void collect_ptr(uintptr_t p, const struct hs_md_ptr_info *info, void *arg)
-{
-    (void)info;
-    struct collect *c = arg;
-    c->ptrs[c->count++] = p;
-}
-
-/* Removes every entry of the table, dropping the references the entries held. */
-static void remove_all(void)
-{
-    hs_md_ptr_lock_all();
-    struct collect c = {calloc(hs_md_ptr_count() + 1, sizeof(uintptr_t)), 0};
-    hs_md_ptr_foreach_locked(collect_ptr, &c);
-    hs_md_ptr_unlock_all();
-    for (size_t i = 0; i < c.count; i++) {
-        struct hs_md_ptr_info out;
-        if (hs_md_ptr_remove((void *)c.ptrs[i], &out))
-            hs_md_bt_release(out.bt);
-    }
-    free(c.ptrs);
 }
 
 static void test_take_small(void)
