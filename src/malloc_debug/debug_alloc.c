@@ -21,6 +21,7 @@
 #include "heap_dump.h"
 #include "libc_malloc.h"
 #include "pointer_table.h"
+#include "proc_maps.h"
 #include "report.h"
 #include "requests.h"
 
@@ -136,6 +137,19 @@ HS_INLINE void *debug_alloc(size_t size, size_t alignment, bool zero)
     return p;
 }
 
+/* True when the header in front of a pointer the table does not know is readable and says
+ * "freed" (a double free after the block went back to glibc). Error path only: it reads
+ * /proc/self/maps first, because a wild pointer's header may not be mapped. */
+static bool header_says_freed(const void *ptr)
+{
+    uintptr_t h = (uintptr_t)hs_md_header_of(ptr);
+    struct hs_map m;
+    if (h > (uintptr_t)ptr || !hs_maps_find(0, h, &m) || !(m.perms & HS_MAP_READ) ||
+        h + sizeof(struct hs_md_header) > m.end)
+        return false;
+    return ((const struct hs_md_header *)h)->tag == HS_MD_TAG_FREED;
+}
+
 /* Reports a pointer that is not a live allocation; free_track may know it was freed. */
 static void report_not_live(void *ptr, const char *function, bool known_freed)
 {
@@ -155,21 +169,25 @@ static bool verify_pointer(void *ptr, const char *function, bool take, struct hs
 {
     info->size = 0;
     info->bt = NULL;
-    if (hs_md.header) {
-        uint32_t tag = hs_md_header_of(ptr)->tag;
-        if (__builtin_expect(tag != HS_MD_TAG_LIVE, 0)) {
-            if (tag == HS_MD_TAG_FREED) {
-                report_not_live(ptr, function, true);
-            } else {
-                hs_md_report_invalid_tag(ptr, tag, function);
-            }
+    /* With the pointer table, ask it first: then a wild pointer is reported without reading
+     * the memory in front of it, which may not be mapped. */
+    if (hs_md.track) {
+        bool live = take ? hs_md_ptr_remove(ptr, info) : hs_md_ptr_find(ptr, info);
+        if (__builtin_expect(!live, 0)) {
+            report_not_live(ptr, function, hs_md.header && header_says_freed(ptr));
             return false;
         }
     }
-    if (hs_md.track) {
-        bool live = take ? hs_md_ptr_remove(ptr, info) : hs_md_ptr_find(ptr, info);
-        if (!live) {
-            report_not_live(ptr, function, false);
+    if (hs_md.header) {
+        uint32_t tag = hs_md_header_of(ptr)->tag;
+        if (__builtin_expect(tag != HS_MD_TAG_LIVE, 0)) {
+            if (tag == HS_MD_TAG_FREED)
+                report_not_live(ptr, function, true);
+            else
+                hs_md_report_invalid_tag(ptr, tag, function);
+            if (take && !hs_md_ptr_add(ptr, info)) /* the block stays as it was */
+                hs_md_bt_release(info->bt);
+            info->bt = NULL;
             return false;
         }
     }

@@ -143,6 +143,16 @@ class Tracking(Case):
         ])
         self.assertEqual(r.values["usable"], "0")
 
+    def test_wild_pointer_with_guards_is_reported_not_read(self):
+        r = run([TRACK, "wild"], "guard verify_pointers")
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stdout.splitlines()[-1], "survived")
+        self.assertEqual(r.log[1], "+++ ALLOCATION %s UNKNOWN POINTER (free)" % r.values["ptr"])
+
+    def test_double_free_with_guards_and_table_without_free_track(self):
+        r = run([TRACK, "double_free"], "guard verify_pointers")
+        self.assertEqual(r.log[1], "+++ ALLOCATION %s USED AFTER FREE (free)" % r.values["ptr"])
+
     def test_header_tag_corrupted_after_free(self):
         r = run([TRACK, "tag_after_free"], "guard free_track")
         self.assertEqual(r.log, [

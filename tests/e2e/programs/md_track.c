@@ -95,6 +95,16 @@ static int stray(void)
     return 0;
 }
 
+/* A pointer into unmapped memory: nothing in front of it can be read. */
+static int wild(void)
+{
+    void *p = (void *)0x10040;
+    announce("ptr", p);
+    drop(p);
+    printf("survived\n");
+    return 0;
+}
+
 static int tag_after_free(void)
 {
     char *p = make(64);
@@ -206,6 +216,8 @@ int main(int argc, char **argv)
         return stray();
     if (!strcmp(s, "tag_after_free"))
         return tag_after_free();
+    if (!strcmp(s, "wild"))
+        return wild();
     if (!strcmp(s, "api"))
         return api();
     if (!strcmp(s, "toggle"))
