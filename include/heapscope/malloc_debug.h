@@ -34,7 +34,8 @@
 #ifndef HEAPSCOPE_MALLOC_DEBUG_H
 #define HEAPSCOPE_MALLOC_DEBUG_H
 
-#include <dlfcn.h>
+#include "dl_lookup.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -80,34 +81,6 @@ void malloc_enable(void);
 ssize_t malloc_backtrace(void *pointer, uintptr_t *frames, size_t frame_count);
 
 /* ---- Wrappers for programs that may run without the shim -------------------------------- */
-
-/* dlsym's "search the global scope" handle; RTLD_DEFAULT needs _GNU_SOURCE. */
-#ifdef RTLD_DEFAULT
-#define HEAPSCOPE_RTLD_DEFAULT RTLD_DEFAULT
-#else
-#define HEAPSCOPE_RTLD_DEFAULT ((void *)0)
-#endif
-
-/* Looks name up once per cache slot. The slot holds the address, or a sentinel for "absent"
- * so that a missing shim costs one dlsym only. */
-static inline void *heapscope_lookup_(void **slot, const char *name)
-{
-    static char absent;
-    void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (!p) {
-        p = dlsym(HEAPSCOPE_RTLD_DEFAULT, name);
-        if (!p)
-            p = &absent;
-        __atomic_store_n(slot, p, __ATOMIC_RELEASE);
-    }
-    return p == (void *)&absent ? NULL : p;
-}
-
-#define HEAPSCOPE_LOOKUP_(type, name)                                                              \
-    __extension__({                                                                                \
-        static void *heapscope_slot_;                                                              \
-        (type) heapscope_lookup_(&heapscope_slot_, #name);                                         \
-    })
 
 /* True when libmalloc_debug.so is loaded in this process (malloc debug may still be off:
  * the shim is loaded but LIBC_DEBUG_MALLOC_OPTIONS is unset). */

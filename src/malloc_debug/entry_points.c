@@ -30,19 +30,6 @@ static __attribute__((noinline)) int use_libc(void)
     return mode != HS_MD_DEBUG;
 }
 
-static int passthrough_posix_memalign(void **memptr, size_t alignment, size_t size)
-{
-    if (alignment % sizeof(void *) != 0 || (alignment & (alignment - 1)) != 0 || alignment == 0)
-        return EINVAL;
-    int saved_errno = errno;
-    void *p = __libc_memalign(alignment, size);
-    errno = saved_errno;
-    if (!p)
-        return ENOMEM;
-    *memptr = p;
-    return 0;
-}
-
 #define RECORDING() __builtin_expect((hs_md.cfg.options & HS_OPT_RECORD_ALLOCS) != 0, 0)
 
 /* record_allocs: each exported call is recorded once, here (debug_alloc.c calls itself). */
@@ -141,7 +128,7 @@ static __attribute__((noinline)) int posix_memalign_slow(void **memptr, size_t a
                                                          size_t size)
 {
     if (use_libc())
-        return passthrough_posix_memalign(memptr, alignment, size);
+        return hs_libc_posix_memalign(memptr, alignment, size);
     if (RECORDING()) {
         uint64_t start = hs_md_record_now_ns();
         int err = hs_md_debug_posix_memalign(memptr, alignment, size);
@@ -243,7 +230,7 @@ HS_EXPORT void *memalign(size_t alignment, size_t size)
 HS_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
     if (HS_PASSTHROUGH())
-        return passthrough_posix_memalign(memptr, alignment, size);
+        return hs_libc_posix_memalign(memptr, alignment, size);
     return posix_memalign_slow(memptr, alignment, size);
 }
 

@@ -181,6 +181,13 @@ void hs_rb_get_stats(const struct hs_rb *rb, struct hs_rb_stats *st)
     st->reader_paused = __atomic_load_n(&m->reader_paused, RELAXED) != 0;
 }
 
+uint64_t hs_rb_used(const struct hs_rb *rb)
+{
+    uint64_t w = __atomic_load_n(&rb->meta->write_pos, RELAXED);
+    uint64_t r = __atomic_load_n(&rb->meta->read_pos, RELAXED);
+    return w - r > rb->size ? rb->size : w - r;
+}
+
 const char *hs_rb_status_text(enum hs_rb_status st)
 {
     switch (st) {

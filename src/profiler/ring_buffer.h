@@ -238,6 +238,10 @@ enum hs_rb_status hs_rb_error(const struct hs_rb *rb);
 
 void hs_rb_get_stats(const struct hs_rb *rb, struct hs_rb_stats *st);
 
+/* Bytes written and not yet handed back by the reader, as a writer sees them now (a hint
+ * for adaptive sampling: racy, clamped to the data size). */
+uint64_t hs_rb_used(const struct hs_rb *rb);
+
 /* "ok", "empty", "pending", "buffer full", ... ("unknown" for a value out of range). */
 const char *hs_rb_status_text(enum hs_rb_status st);
 

@@ -1,0 +1,91 @@
+/* client.h: the profiler's client, libheapprofd.so, preloaded into the profiled program.
+ *
+ * States: OFF (dormant: every allocation call is one load and one predicted branch on top of
+ * glibc), ATTACHING (a handshake in progress) and ON (sampling). The client goes ON at start
+ * when the environment asks for it (HEAPSCOPE_PROFILE_SOCKET), or when the profiling signal
+ * (HS_CLIENT_SIGNAL, sent with sigqueue by `heapscope profile -p`) names a daemon; it goes OFF
+ * for good in a forked child (unless children are followed) and whenever the session ends:
+ * the daemon shut the buffer down, its socket closed, or a full buffer stayed full past the
+ * block timeout. The program keeps running either way; the blocks sampled so far simply stop
+ * being tracked.
+ *
+ * Files: hooks.c (the allocation functions and the sample and free records), session.c (the
+ * handshake, fork, the signal, the constructor), heap_api.c (custom heaps), sampled_set.c.
+ */
+#ifndef HEAPSCOPE_PROFILER_CLIENT_H
+#define HEAPSCOPE_PROFILER_CLIENT_H
+
+#include "records.h"
+#include "ring_buffer.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { HS_CLIENT_OFF = 0, HS_CLIENT_ATTACHING = 1, HS_CLIENT_ON = 2 };
+
+/* Android's profiler signal number (bionic's __SIGRTMIN + 4); its value names the daemon. */
+#define HS_CLIENT_SIGNAL 36
+
+struct hs_client {
+    int state;      /* HS_CLIENT_*; read on every allocation call */
+    int inflight;   /* writers using rb right now (a new session waits for 0) */
+    int sock;       /* the daemon connection, -1 when none */
+    int pid;        /* the pid the session belongs to */
+    uint32_t flags; /* HS_CONFIG_* */
+    uint32_t max_stack;
+    uint64_t interval; /* the interval in force (adaptive sampling may raise it) */
+    uint64_t base_interval, max_interval;
+    uint64_t block_timeout_ns;
+    uint64_t seq;            /* mallocs and frees, one counter */
+    uint64_t last_adapt_ns;  /* when the interval last changed */
+    uint64_t interval_raises; /* how often adaptive sampling raised it */
+    struct hs_rb rb;
+};
+
+extern struct hs_client hs_client;
+
+/* Per-thread: set while the client itself runs, so that allocations it causes are not
+ * sampled. */
+extern __thread int hs_client_busy __attribute__((tls_model("initial-exec")));
+
+static inline bool hs_client_on(void)
+{
+    return __builtin_expect(__atomic_load_n(&hs_client.state, __ATOMIC_RELAXED) == HS_CLIENT_ON,
+                            0);
+}
+
+/* Connects to the daemon at address and starts a session. Async-signal-safe. Returns 0, or
+ * -1 after logging why (already on, daemon unreachable, refused). */
+int hs_client_attach(const char *address);
+
+/* Ends the session (any thread, any context): the state goes OFF and the daemon sees the
+ * socket close. why is logged once. */
+void hs_client_detach(const char *why);
+
+/* Writes a record of len bytes (header included) built by fill(dst, arg) into the buffer, with
+ * the session's policy for a full buffer (wait when blocking or must_deliver, else drop).
+ * Wakes the daemon when its reader sleeps. Returns true when written. Call between
+ * hs_client_enter and hs_client_leave. */
+bool hs_client_write(size_t len, bool must_deliver, void (*fill)(void *dst, void *arg), void *arg);
+
+/* Brackets a use of the session's buffer; enter returns false (no session) when the client is
+ * not ON, and then leave must not be called. */
+bool hs_client_enter(void);
+void hs_client_leave(void);
+
+/* The next sequence number. */
+static inline uint64_t hs_client_next_seq(void)
+{
+    return __atomic_add_fetch(&hs_client.seq, 1, __ATOMIC_RELAXED);
+}
+
+/* The client's thread id cache and clock, for records. */
+uint32_t hs_client_tid(void);
+uint64_t hs_client_now_ns(void);
+
+/* Custom heaps (heap_api.c): re-sends the HEAP records of the registered heaps at the start of
+ * a session. */
+void hs_client_announce_heaps(void);
+
+#endif

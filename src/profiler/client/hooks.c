@@ -1,0 +1,299 @@
+/* hooks.c: the profiler client's allocation functions, and the records they write.
+ *
+ * While the client is OFF each function is glibc's plus one load and one predicted branch.
+ * While it is ON an allocation costs a subtraction from this thread's sampling countdown
+ * (sampler.h), and a free one load from the sampled-address filter (sampled_set.h); only a
+ * sampled allocation, and the free of a block that was sampled, write a record.
+ *
+ * Sequence numbers: an allocation takes its number after glibc returned the block, a free
+ * before glibc gets it back, so a block's free is always numbered after its allocation and
+ * before any reuse of its address (heap_tracker.h orders records by them).
+ */
+#include "client.h"
+#include "libc_alloc.h"
+#include "sampled_set.h"
+#include "sampler.h"
+#include "stack_copy.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#define HS_EXPORT __attribute__((visibility("default")))
+
+__thread int hs_client_busy __attribute__((tls_model("initial-exec")));
+static __thread struct hs_sampler_thread t_sampler __attribute__((tls_model("initial-exec")));
+
+/* ---- Records ------------------------------------------------------------------------------ */
+
+struct malloc_fill {
+    struct hs_record_malloc rec;
+    const void *stack;
+};
+
+static void fill_malloc(void *dst, void *arg)
+{
+    struct malloc_fill *f = arg;
+    memcpy(dst, &f->rec, sizeof(f->rec));
+    memcpy((char *)dst + sizeof(f->rec), f->stack, f->rec.stack_len);
+}
+
+/* Captures this thread's registers and stack and writes the sample. noinline: the capture
+ * point and the copied stack must belong to this frame, which stays alive during the copy. */
+static __attribute__((noinline)) void write_malloc_record(uint32_t heap, uint64_t seq,
+                                                          uint64_t addr, uint64_t size,
+                                                          uint64_t sampled, uint64_t interval)
+{
+    struct malloc_fill f;
+    memset(&f.rec, 0, sizeof(f.rec));
+    HS_UNWIND_CAPTURE_REGS(&f.rec.regs);
+    uintptr_t sp = (uintptr_t)f.rec.regs.rsp;
+    uintptr_t end = hs_stack_end(sp);
+    size_t stack_len = end > sp ? (size_t)(end - sp) : 0;
+    /* One record takes at most a quarter of the buffer, so that writers never starve. */
+    size_t cap = hs_client.rb.size / 4 - sizeof(f.rec);
+    if (cap > hs_client.max_stack)
+        cap = hs_client.max_stack;
+    if (stack_len > cap)
+        stack_len = cap;
+    f.rec.type = HS_RECORD_MALLOC;
+    f.rec.heap = heap;
+    f.rec.seq = seq;
+    f.rec.addr = addr;
+    f.rec.size = size;
+    f.rec.sampled = sampled;
+    f.rec.interval = interval;
+    f.rec.ts_ns = hs_client_now_ns();
+    f.rec.tid = hs_client_tid();
+    f.rec.stack_len = (uint32_t)stack_len;
+    f.stack = (const void *)sp;
+    hs_client_write(sizeof(f.rec) + stack_len, false, fill_malloc, &f);
+}
+
+static void fill_free(void *dst, void *arg)
+{
+    memcpy(dst, arg, sizeof(struct hs_record_free));
+}
+
+static void write_free_record(uint32_t heap, uint64_t seq, uint64_t addr)
+{
+    struct hs_record_free rec = {HS_RECORD_FREE, heap, seq, addr};
+    /* A lost free would leave a block in use forever in the profile: always delivered. */
+    hs_client_write(sizeof(rec), true, fill_free, &rec);
+}
+
+/* True for a call the client may sample or report: not its own, and not a vfork child
+ * borrowing the parent's memory (its pid differs from the session's). */
+static bool may_record(void)
+{
+    return !hs_client_busy && getpid() == __atomic_load_n(&hs_client.pid, __ATOMIC_RELAXED);
+}
+
+/* ---- Sampling, shared with the custom heaps (heap_api.c) ----------------------------------- */
+
+void hs_client_record_sample(uint32_t heap, uint64_t key, uint64_t size, uint64_t sampled,
+                             uint64_t interval)
+{
+    if (!may_record())
+        return;
+    hs_client_busy = 1;
+    if (hs_client_enter()) {
+        hs_sampled_insert(key);
+        write_malloc_record(heap, hs_client_next_seq(), key, size, sampled, interval);
+        hs_client_leave();
+    }
+    hs_client_busy = 0;
+}
+
+void hs_client_record_free(uint32_t heap, uint64_t key)
+{
+    if (!hs_sampled_remove(key) || !may_record())
+        return;
+    hs_client_busy = 1;
+    if (hs_client_enter()) {
+        write_free_record(heap, hs_client_next_seq(), key);
+        hs_client_leave();
+    }
+    hs_client_busy = 0;
+}
+
+/* The countdown of this thread ran out (size already subtracted), or the block is at least
+ * one interval big (reported exactly). */
+static __attribute__((noinline)) void sample_slow(void *p, size_t size, uint64_t interval)
+{
+    size_t counted = size ? size : 1; /* malloc(0) counts as one byte: interval 1 sees it */
+    size_t sampled = counted >= interval ? size
+                                         : hs_sampler_sample_slow(&t_sampler, interval, counted);
+    if (sampled != 0 || counted >= interval)
+        hs_client_record_sample(0, (uint64_t)(uintptr_t)p, size, sampled, interval);
+}
+
+/* After a successful allocation of size bytes at p, while ON. */
+static inline void after_alloc(void *p, size_t size)
+{
+    if (p == NULL)
+        return;
+    uint64_t interval = __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
+    size_t counted = size ? size : 1;
+    if (__builtin_expect(counted < interval, 1)) {
+        t_sampler.countdown -= (int64_t)counted;
+        if (__builtin_expect(t_sampler.countdown > 0, 1))
+            return;
+    }
+    sample_slow(p, size, interval);
+}
+
+static __attribute__((noinline)) void free_slow(void *p)
+{
+    hs_client_record_free(0, (uint64_t)(uintptr_t)p);
+    __libc_free(p);
+}
+
+/* ---- The exported functions ---------------------------------------------------------------- */
+
+/* Each is one load, one compare and a tail jump to glibc while the client is OFF; the work of
+ * the ON state is out of line, so that the OFF path needs no stack frame. */
+#define ON_PATH static __attribute__((noinline))
+
+ON_PATH void *malloc_on(size_t size)
+{
+    void *p = __libc_malloc(size);
+    after_alloc(p, size);
+    return p;
+}
+
+HS_EXPORT void *malloc(size_t size)
+{
+    if (!hs_client_on())
+        return __libc_malloc(size);
+    return malloc_on(size);
+}
+
+HS_EXPORT void free(void *p)
+{
+    if (hs_client_on() && p != NULL && hs_sampled_maybe((uint64_t)(uintptr_t)p)) {
+        free_slow(p);
+        return;
+    }
+    __libc_free(p);
+}
+
+ON_PATH void *calloc_on(size_t nmemb, size_t size)
+{
+    void *p = __libc_calloc(nmemb, size);
+    after_alloc(p, nmemb * size); /* a product that overflows made calloc fail */
+    return p;
+}
+
+HS_EXPORT void *calloc(size_t nmemb, size_t size)
+{
+    if (!hs_client_on())
+        return __libc_calloc(nmemb, size);
+    return calloc_on(nmemb, size);
+}
+
+ON_PATH void *realloc_on(void *p, size_t size)
+{
+    uint64_t key = (uint64_t)(uintptr_t)p;
+    bool was_sampled = p != NULL && hs_sampled_maybe(key) && hs_sampled_remove(key);
+    /* The free's number is taken before glibc can hand the address to another thread. */
+    uint64_t free_seq = was_sampled ? hs_client_next_seq() : 0;
+    void *q = __libc_realloc(p, size);
+    if (was_sampled) {
+        if (q == NULL && size != 0) {
+            hs_sampled_insert(key); /* failed: p lives on, still sampled */
+        } else if (may_record()) {
+            hs_client_busy = 1;
+            if (hs_client_enter()) {
+                write_free_record(0, free_seq, key);
+                hs_client_leave();
+            }
+            hs_client_busy = 0;
+        }
+    }
+    after_alloc(q, size);
+    return q;
+}
+
+HS_EXPORT void *realloc(void *p, size_t size)
+{
+    if (!hs_client_on())
+        return __libc_realloc(p, size);
+    return realloc_on(p, size);
+}
+
+HS_EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(p, total);
+}
+
+ON_PATH void *memalign_on(size_t alignment, size_t size)
+{
+    void *p = __libc_memalign(alignment, size);
+    after_alloc(p, size);
+    return p;
+}
+
+HS_EXPORT void *memalign(size_t alignment, size_t size)
+{
+    if (!hs_client_on())
+        return __libc_memalign(alignment, size);
+    return memalign_on(alignment, size);
+}
+
+HS_EXPORT void *aligned_alloc(size_t alignment, size_t size)
+{
+    /* glibc 2.36's aligned_alloc is memalign */
+    if (!hs_client_on())
+        return __libc_memalign(alignment, size);
+    return memalign_on(alignment, size);
+}
+
+ON_PATH int posix_memalign_on(void **memptr, size_t alignment, size_t size)
+{
+    int err = hs_libc_posix_memalign(memptr, alignment, size);
+    if (err == 0)
+        after_alloc(*memptr, size);
+    return err;
+}
+
+HS_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+    if (!hs_client_on())
+        return hs_libc_posix_memalign(memptr, alignment, size);
+    return posix_memalign_on(memptr, alignment, size);
+}
+
+ON_PATH void *valloc_on(size_t size)
+{
+    void *p = __libc_valloc(size);
+    after_alloc(p, size);
+    return p;
+}
+
+HS_EXPORT void *valloc(size_t size)
+{
+    if (!hs_client_on())
+        return __libc_valloc(size);
+    return valloc_on(size);
+}
+
+ON_PATH void *pvalloc_on(size_t size)
+{
+    void *p = __libc_pvalloc(size);
+    after_alloc(p, size);
+    return p;
+}
+
+HS_EXPORT void *pvalloc(size_t size)
+{
+    if (!hs_client_on())
+        return __libc_pvalloc(size);
+    return pvalloc_on(size);
+}

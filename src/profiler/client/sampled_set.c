@@ -1,0 +1,94 @@
+/* sampled_set.c: the client's set of sampled addresses (see sampled_set.h). */
+#include "sampled_set.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+#define TABLE_SLOTS (1u << HS_SAMPLED_SET_TABLE_BITS)
+#define EMPTY 0u
+#define TOMBSTONE 1u /* a removed key: probing goes on past it */
+
+uint8_t hs_sampled_filter[1u << HS_SAMPLED_SET_FILTER_BITS];
+int hs_sampled_overflowed;
+static uint64_t *g_slots;
+
+static uint32_t slot_index(uint64_t key)
+{
+    return (uint32_t)(((key ^ (key >> 29)) * 0xbf58476d1ce4e5b9ull) >>
+                      (64 - HS_SAMPLED_SET_TABLE_BITS));
+}
+
+int hs_sampled_set_init(void)
+{
+    if (g_slots != NULL)
+        return 0;
+    void *p = mmap(NULL, TABLE_SLOTS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        __atomic_store_n(&hs_sampled_overflowed, 1, __ATOMIC_RELAXED);
+        return -1;
+    }
+    g_slots = p;
+    return 0;
+}
+
+static void counter_add(uint8_t *c, int delta)
+{
+    uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+    for (;;) {
+        if (v == 255 || (delta < 0 && v == 0))
+            return; /* saturated for good, or nothing to take */
+        if (__atomic_compare_exchange_n(c, &v, (uint8_t)(v + delta), true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
+            return;
+    }
+}
+
+void hs_sampled_insert(uint64_t key)
+{
+    /* The counter first: a free of key may test it as soon as the block is handed out. */
+    counter_add(&hs_sampled_filter[hs_sampled_filter_index(key)], 1);
+    if (g_slots == NULL)
+        return;
+    uint32_t i = slot_index(key);
+    for (unsigned probe = 0; probe < HS_SAMPLED_SET_MAX_PROBE; probe++) {
+        uint64_t *slot = &g_slots[(i + probe) & (TABLE_SLOTS - 1)];
+        uint64_t v = __atomic_load_n(slot, __ATOMIC_RELAXED);
+        while (v == EMPTY || v == TOMBSTONE) {
+            if (__atomic_compare_exchange_n(slot, &v, key, false, __ATOMIC_RELEASE,
+                                            __ATOMIC_RELAXED))
+                return;
+        }
+    }
+    __atomic_store_n(&hs_sampled_overflowed, 1, __ATOMIC_RELAXED);
+}
+
+bool hs_sampled_remove(uint64_t key)
+{
+    bool overflowed = __atomic_load_n(&hs_sampled_overflowed, __ATOMIC_RELAXED) != 0;
+    uint8_t *counter = &hs_sampled_filter[hs_sampled_filter_index(key)];
+    if (g_slots == NULL || __atomic_load_n(counter, __ATOMIC_RELAXED) == 0)
+        return overflowed;
+    uint32_t i = slot_index(key);
+    for (unsigned probe = 0; probe < HS_SAMPLED_SET_MAX_PROBE; probe++) {
+        uint64_t *slot = &g_slots[(i + probe) & (TABLE_SLOTS - 1)];
+        uint64_t v = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+        if (v == EMPTY)
+            break;
+        if (v == key &&
+            __atomic_compare_exchange_n(slot, &v, TOMBSTONE, false, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            counter_add(counter, -1);
+            return true;
+        }
+    }
+    return overflowed;
+}
+
+void hs_sampled_set_reset(void)
+{
+    memset(hs_sampled_filter, 0, sizeof(hs_sampled_filter));
+    __atomic_store_n(&hs_sampled_overflowed, 0, __ATOMIC_RELAXED);
+    if (g_slots != NULL)
+        madvise(g_slots, TABLE_SLOTS * sizeof(uint64_t), MADV_DONTNEED); /* back to zeroes */
+}

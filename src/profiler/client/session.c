@@ -1,0 +1,353 @@
+/* session.c: the profiler client's session with the daemon: the handshake, writing into the
+ * shared buffer under the session's policy, the end of a session, fork, the profiling
+ * signal, and the start-up configuration.
+ *
+ * Environment (read once at start):
+ *   HEAPSCOPE_PROFILE_SOCKET  the daemon's address ("@NAME": abstract socket); when set, the
+ *                             client connects at start (see HEAPSCOPE_PROFILE_PID)
+ *   HEAPSCOPE_PROFILE_PID     connect at start only in the process with this pid (so that the
+ *                             programs it runs stay dormant), unless
+ *   HEAPSCOPE_PROFILE_FOLLOW  "1": every process connects (children after exec, and forked
+ *                             children at once, each in a session of its own)
+ *   HEAPSCOPE_PROFILE_SIGNAL  the profiling signal (default 36; 0: none). Its value, given by
+ *                             sigqueue, is the pid of a daemon listening on
+ *                             "@heapscope-heapprofd.PID"; without a value the client connects
+ *                             to HEAPSCOPE_PROFILE_SOCKET.
+ * Everything here is async-signal-safe: the handshake runs in the signal handler, so that an
+ * idle process attaches too.
+ */
+#define _GNU_SOURCE /* POLLRDHUP */
+#include "client.h"
+#include "env.h"
+#include "errno_text.h"
+#include "format.h"
+#include "handshake.h"
+#include "log.h"
+#include "sampled_set.h"
+#include "signals.h"
+#include "unix_socket.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TAG "heapprofd"
+#define ADDRESS_MAX 108
+#define RETRY_NS 100000ull         /* a full buffer is retried every 100 us */
+#define RAISE_EVERY_NS 10000000ull /* adaptive sampling: at most one raise per 10 ms */
+#define LOWER_EVERY_NS 200000000ull
+
+struct hs_client hs_client = {.sock = -1};
+
+static char g_address[ADDRESS_MAX]; /* HEAPSCOPE_PROFILE_SOCKET */
+static int g_follow;
+static __thread uint32_t t_tid __attribute__((tls_model("initial-exec")));
+
+uint64_t hs_client_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t hs_client_tid(void)
+{
+    if (t_tid == 0)
+        t_tid = (uint32_t)syscall(SYS_gettid);
+    return t_tid;
+}
+
+/* ---- Using the buffer --------------------------------------------------------------------- */
+
+bool hs_client_enter(void)
+{
+    __atomic_add_fetch(&hs_client.inflight, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&hs_client.state, __ATOMIC_SEQ_CST) == HS_CLIENT_ON)
+        return true;
+    __atomic_sub_fetch(&hs_client.inflight, 1, __ATOMIC_RELEASE);
+    return false;
+}
+
+void hs_client_leave(void)
+{
+    __atomic_sub_fetch(&hs_client.inflight, 1, __ATOMIC_RELEASE);
+}
+
+void hs_client_detach(const char *why)
+{
+    int on = HS_CLIENT_ON;
+    if (!__atomic_compare_exchange_n(&hs_client.state, &on, HS_CLIENT_OFF, false,
+                                     __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        return;
+    /* shutdown, not close: another thread may be sending on the descriptor right now, and a
+     * closed number could be reused by the program. The next session closes it. */
+    shutdown(hs_client.sock, SHUT_RDWR);
+    hs_log_tag(TAG, "profiling stopped: %s", why);
+}
+
+/* True when the daemon closed its end (or the connection broke). */
+static bool daemon_gone(void)
+{
+    struct pollfd p = {hs_client.sock, POLLIN | POLLRDHUP, 0};
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    return (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL | POLLIN)) != 0;
+}
+
+/* Adaptive sampling: doubles the interval while the buffer is over half full, and halves it
+ * back towards the configured one once the daemon has caught up. Each sample carries the
+ * interval it was drawn with, so the profile stays unbiased. */
+static void adapt_interval(void)
+{
+    uint64_t used = hs_rb_used(&hs_client.rb), size = hs_client.rb.size;
+    uint64_t cur = __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
+    bool raise = used > size / 2 && cur < hs_client.max_interval;
+    bool lower = used < size / 8 && cur > hs_client.base_interval;
+    if (!raise && !lower)
+        return;
+    uint64_t now = hs_client_now_ns();
+    uint64_t last = __atomic_load_n(&hs_client.last_adapt_ns, __ATOMIC_RELAXED);
+    if (now - last < (raise ? RAISE_EVERY_NS : LOWER_EVERY_NS) ||
+        !__atomic_compare_exchange_n(&hs_client.last_adapt_ns, &last, now, false,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    uint64_t next = raise ? cur * 2 : cur / 2;
+    if (next > hs_client.max_interval)
+        next = hs_client.max_interval;
+    if (next < hs_client.base_interval)
+        next = hs_client.base_interval;
+    __atomic_store_n(&hs_client.interval, next, __ATOMIC_RELAXED);
+    if (raise)
+        __atomic_add_fetch(&hs_client.interval_raises, 1, __ATOMIC_RELAXED);
+}
+
+static void wake_daemon(void)
+{
+    char byte = 'w';
+    ssize_t n = send(hs_client.sock, &byte, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        hs_client_detach("the profiler daemon went away");
+}
+
+bool hs_client_write(size_t len, bool must_deliver, void (*fill)(void *dst, void *arg), void *arg)
+{
+    struct hs_rb *rb = &hs_client.rb;
+    if (hs_client.flags & HS_CONFIG_ADAPTIVE)
+        adapt_interval();
+    bool wait = must_deliver || (hs_client.flags & HS_CONFIG_BLOCK_CLIENT);
+    uint64_t deadline = 0;
+    struct hs_rb_reservation res;
+    for (;;) {
+        enum hs_rb_status st = hs_rb_reserve(rb, len, &res);
+        if (st == HS_RB_OK)
+            break;
+        if (st == HS_RB_FULL || st == HS_RB_LOCK_TIMEOUT) {
+            if (!wait)
+                return false; /* dropped: counted in the buffer's overflows */
+            uint64_t now = hs_client_now_ns();
+            if (deadline == 0) {
+                deadline = now + hs_client.block_timeout_ns;
+            } else if (now >= deadline) {
+                hs_client_detach("the profiler's buffer stayed full past the block timeout");
+                return false;
+            }
+            if (daemon_gone()) {
+                hs_client_detach("the profiler daemon went away");
+                return false;
+            }
+            struct timespec ts = {0, (long)RETRY_NS};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (st == HS_RB_SHUTDOWN)
+            hs_client_detach("the profiler daemon ended the session");
+        else if (st != HS_RB_TOO_BIG)
+            hs_client_detach(hs_rb_status_text(st));
+        return false;
+    }
+    fill(res.data, arg);
+    if (hs_rb_publish(rb, &res))
+        wake_daemon();
+    return true;
+}
+
+/* ---- Starting a session ------------------------------------------------------------------- */
+
+/* Waits (up to ~100 ms) until no writer uses the previous session's buffer. */
+static bool writers_gone(void)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (__atomic_load_n(&hs_client.inflight, __ATOMIC_SEQ_CST) == 0)
+            return true;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+static void forget_session(void)
+{
+    if (hs_client.sock >= 0)
+        close(hs_client.sock);
+    hs_client.sock = -1;
+    hs_rb_destroy(&hs_client.rb);
+}
+
+/* The handshake proper; on failure returns an error text (errno-based ones use buf). */
+static const char *handshake(const char *address, char *buf, size_t cap)
+{
+    int fds[2];
+    fds[0] = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    fds[1] = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+    if (fds[0] < 0 || fds[1] < 0) {
+        hs_format(buf, cap, "cannot open /proc/self: %s", hs_errno_text(errno));
+        if (fds[0] >= 0)
+            close(fds[0]);
+        if (fds[1] >= 0)
+            close(fds[1]);
+        return buf;
+    }
+    int sock = hs_sock_connect(address, HS_HANDSHAKE_TIMEOUT_MS);
+    if (sock < 0) {
+        hs_format(buf, cap, "cannot connect to the profiler at %s: %s", address,
+                  hs_errno_text(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return buf;
+    }
+    struct hs_hello hello = {HS_HANDSHAKE_MAGIC, HS_HANDSHAKE_VERSION, (int32_t)getpid(), 0,
+                             (uint64_t)(uintptr_t)&hs_client_attach};
+    int rc = hs_sock_send(sock, &hello, sizeof(hello), fds, 2);
+    close(fds[0]);
+    close(fds[1]);
+    struct hs_config cfg;
+    int rb_fd = -1, nfds = 0;
+    ssize_t n = rc == 0 ? hs_sock_recv(sock, &cfg, sizeof(cfg), &rb_fd, 1, &nfds) : -1;
+    const char *err = NULL;
+    if (n < 0) {
+        hs_format(buf, cap, "no answer from the profiler at %s: %s", address,
+                  hs_errno_text(errno));
+        err = buf;
+    } else if ((size_t)n != sizeof(cfg) || cfg.magic != HS_HANDSHAKE_MAGIC ||
+             cfg.version != HS_HANDSHAKE_VERSION)
+        err = "the profiler's answer is not one this client understands";
+    else if (!cfg.accepted) {
+        cfg.reason[sizeof(cfg.reason) - 1] = '\0';
+        hs_format(buf, cap, "the profiler refused this process: %s", cfg.reason);
+        err = buf;
+    } else if (nfds != 1 || hs_rb_attach(&hs_client.rb, rb_fd) != 0)
+        err = "the profiler's shared buffer is unusable";
+    else if (cfg.interval == 0 || cfg.max_stack < 256)
+        err = "the profiler's configuration is unusable";
+    if (rb_fd >= 0)
+        close(rb_fd);
+    if (err != NULL) {
+        hs_rb_destroy(&hs_client.rb);
+        close(sock);
+        return err;
+    }
+    hs_client.sock = sock;
+    hs_client.flags = cfg.flags;
+    hs_client.max_stack = cfg.max_stack;
+    hs_client.base_interval = cfg.interval;
+    hs_client.max_interval = cfg.max_interval < cfg.interval ? cfg.interval : cfg.max_interval;
+    hs_client.block_timeout_ns = cfg.block_timeout_ms * 1000000ull;
+    __atomic_store_n(&hs_client.interval, cfg.interval, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+int hs_client_attach(const char *address)
+{
+    int off = HS_CLIENT_OFF;
+    if (!__atomic_compare_exchange_n(&hs_client.state, &off, HS_CLIENT_ATTACHING, false,
+                                     __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+        return -1; /* on already, or attaching in another thread */
+    if (!writers_gone()) {
+        __atomic_store_n(&hs_client.state, HS_CLIENT_OFF, __ATOMIC_SEQ_CST);
+        hs_log_tag(TAG, "cannot start profiling: a thread is still writing to the last session");
+        return -1;
+    }
+    forget_session();
+    hs_sampled_set_init();
+    hs_sampled_set_reset();
+    char buf[256];
+    const char *err = handshake(address, buf, sizeof(buf));
+    if (err != NULL) {
+        __atomic_store_n(&hs_client.state, HS_CLIENT_OFF, __ATOMIC_SEQ_CST);
+        hs_log_tag(TAG, "%s; the program runs unprofiled", err);
+        return -1;
+    }
+    __atomic_store_n(&hs_client.pid, (int)getpid(), __ATOMIC_RELAXED);
+    __atomic_store_n(&hs_client.seq, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&hs_client.state, HS_CLIENT_ON, __ATOMIC_SEQ_CST);
+    hs_client_announce_heaps();
+    return 0;
+}
+
+/* ---- fork, the signal, start-up ------------------------------------------------------------ */
+
+static void on_fork_child(void)
+{
+    /* One thread now; the parent's session (its socket, its buffer) is not ours. */
+    int was = __atomic_load_n(&hs_client.state, __ATOMIC_RELAXED);
+    __atomic_store_n(&hs_client.state, HS_CLIENT_OFF, __ATOMIC_RELAXED);
+    __atomic_store_n(&hs_client.inflight, 0, __ATOMIC_RELAXED);
+    forget_session();
+    if (g_follow && was == HS_CLIENT_ON && g_address[0] != '\0')
+        hs_client_attach(g_address);
+}
+
+static void on_profile_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    int saved_errno = errno;
+    char address[ADDRESS_MAX];
+    if (si->si_code == SI_QUEUE && si->si_value.sival_int > 0)
+        hs_format(address, sizeof(address), "@heapscope-heapprofd.%d", si->si_value.sival_int);
+    else
+        memcpy(address, g_address, sizeof(address));
+    if (address[0] != '\0')
+        hs_client_attach(address);
+    errno = saved_errno;
+}
+
+static long env_long(const char *name, long fallback)
+{
+    char buf[32];
+    if (hs_env_get(name, buf, sizeof(buf)) <= 0 || (size_t)strlen(buf) >= sizeof(buf))
+        return fallback;
+    char *end;
+    long v = strtol(buf, &end, 10);
+    return *end == '\0' ? v : fallback;
+}
+
+__attribute__((constructor)) static void client_start(void)
+{
+    hs_log_init_program();
+    ssize_t n = hs_env_get("HEAPSCOPE_PROFILE_SOCKET", g_address, sizeof(g_address));
+    if (n < 0 || (size_t)n >= sizeof(g_address))
+        g_address[0] = '\0';
+    g_follow = env_long("HEAPSCOPE_PROFILE_FOLLOW", 0) == 1;
+    pthread_atfork(NULL, NULL, on_fork_child);
+
+    long sig = env_long("HEAPSCOPE_PROFILE_SIGNAL", HS_CLIENT_SIGNAL);
+    if (sig > 0 && sig < NSIG) {
+        /* Never take the signal from a program that handles it itself. */
+        struct sigaction old;
+        if (sigaction((int)sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
+            hs_signal_install((int)sig, on_profile_signal);
+    }
+
+    long pid = env_long("HEAPSCOPE_PROFILE_PID", 0);
+    if (g_address[0] != '\0' && (g_follow || pid == 0 || pid == (long)getpid()))
+        hs_client_attach(g_address);
+}
