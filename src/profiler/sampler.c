@@ -38,14 +38,17 @@ size_t hs_sampler_sample_slow(struct hs_sampler_thread *t, uint64_t interval, si
     if (t->rng == 0 && t->countdown + (int64_t)size <= 0) {
         /* First allocation of the thread: the countdown was never drawn. Draw it and count
          * this allocation against it. */
+        t->mean = interval;
         t->countdown = hs_sampler_draw(t, interval) - (int64_t)size;
         if (t->countdown > 0)
             return 0;
     }
+    uint64_t first = t->mean != 0 ? t->mean : interval;
     size_t samples = 0;
     while (t->countdown <= 0) {
         t->countdown += hs_sampler_draw(t, interval);
         samples++;
     }
-    return samples * (size_t)interval;
+    t->mean = interval;
+    return (size_t)first + (samples - 1) * (size_t)interval;
 }

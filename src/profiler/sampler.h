@@ -20,10 +20,14 @@
 struct hs_sampler_thread {
     int64_t countdown; /* bytes until the next sample; <= 0 before the first draw */
     uint64_t rng;      /* xorshift state; 0 until the first draw seeds it */
+    uint64_t mean;     /* the interval the current countdown was drawn with */
 };
 
 /* The slow path: counts the samples the allocation of `size` crossed and draws the next
- * countdown. Returns the bytes to report (a multiple of interval). */
+ * countdown. Returns the bytes to report: each sample stands for the mean of the draw that
+ * ended at it, so when the interval changes (adaptive sampling) the first sample weighs the
+ * old interval and the others the new one, and the estimate stays unbiased. With a fixed
+ * interval that is interval * samples. */
 size_t hs_sampler_sample_slow(struct hs_sampler_thread *t, uint64_t interval, size_t size);
 
 /* The bytes to report for an allocation of `size` bytes, or 0 when it is not sampled. */
