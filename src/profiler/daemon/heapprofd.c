@@ -1,0 +1,487 @@
+/* heapprofd.c: the profiler daemon. Accepts profiled processes on a UNIX socket, drains their
+ * shared buffers, and writes their profiles (profiled_process.h): at the end of each session,
+ * on SIGUSR1, every --continuous milliseconds, and at the peak with --dump-at-max.
+ *
+ * One thread: the unwinder (unwinder.h) turns a sample into pcs in well under a
+ * microsecond, so a single core drains hundreds of thousands of samples a second, and one
+ * thread keeps every process's records in order without locks.
+ *
+ * Guardrails: --max-memory and --max-cpu stop every session (with final dumps saying why)
+ * and end the daemon when its resident memory or CPU time passes the limit.
+ *
+ * --ready-fd N: the daemon reports on descriptor N, one line each, "ready" once it listens,
+ * "connected PID", "refused PID: REASON" and "finished PID PROFILE" (for `heapscope profile`).
+ */
+#define _GNU_SOURCE
+#include "handshake.h"
+#include "log.h"
+#include "profiled_process.h"
+#include "ring_buffer.h"
+#include "unix_socket.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DRAIN_BATCH 4096
+#define MAX_PROCESSES 1000
+#define STOP_DEADLINE_NS 10000000000ull /* stopping: at most 10 s to drain */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: heapprofd --socket ADDRESS [options]\n"
+            "\n"
+            "The daemon of heapscope's sampling heap profiler: programs started with\n"
+            "libheapprofd.so preloaded connect to ADDRESS (a path, or @NAME for an abstract\n"
+            "socket); their profiles are written to the output directory. Usually started by\n"
+            "'heapscope profile'.\n"
+            "\n"
+            "Options:\n"
+            "  -s, --socket ADDRESS     where to listen (required)\n"
+            "  -i, --interval BYTES     sampling interval (default 4096; 1: every allocation)\n"
+            "  -o, --output DIR         where profiles go (default: the current directory)\n"
+            "      --continuous MS      also dump every MS milliseconds\n"
+            "      --dump-at-max        also write the callsites at the peak of sampled bytes\n"
+            "      --android-dump       also write Android heap dump text (.txt)\n"
+            "      --no-block           drop samples when the buffer is full (default: wait)\n"
+            "      --block-timeout MS   longest wait for room before a client gives up\n"
+            "                           (default 30000)\n"
+            "      --no-adaptive        keep the interval fixed when the buffer fills\n"
+            "      --max-interval BYTES ceiling of the adaptive interval (default 1048576)\n"
+            "      --buffer-size BYTES  shared buffer per process, a power of two (default\n"
+            "                           8388608)\n"
+            "      --max-stack BYTES    most stack copied per sample (default 65536)\n"
+            "  -p, --pid PID            accept only this process (repeatable)\n"
+            "      --max-memory MIB     stop when the daemon's memory passes MIB\n"
+            "      --max-cpu SECONDS    stop when the daemon's CPU time passes SECONDS\n"
+            "  -l, --log FILE           log to FILE instead of stderr\n"
+            "      --ready-fd N         report events on descriptor N\n"
+            "  -h, --help               show this help\n"
+            "\n"
+            "Signals: SIGUSR1 dumps every process now; SIGTERM or SIGINT stops the sessions,\n"
+            "writes their final profiles and exits.\n");
+}
+
+struct daemon {
+    struct hs_daemon_config cfg;
+    int listen_fd, signal_fd, ready_fd;
+    struct hs_profiled_process *procs[MAX_PROCESSES];
+    size_t num_procs;
+    uint64_t continuous_ns, next_continuous;
+    uint64_t max_memory, max_cpu_ns;
+    uint64_t next_guard;
+    bool stopping;
+    uint64_t stop_deadline;
+    int exit_code;
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void report(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(struct daemon *d, const char *fmt, ...)
+{
+    if (d->ready_fd < 0)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    if (write(d->ready_fd, line, (size_t)n) < 0)
+        d->ready_fd = -1; /* nobody listens any more */
+}
+
+/* ---- Options ----------------------------------------------------------------------------- */
+
+static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+enum {
+    OPT_CONTINUOUS = 256,
+    OPT_DUMP_AT_MAX,
+    OPT_ANDROID,
+    OPT_NO_BLOCK,
+    OPT_BLOCK_TIMEOUT,
+    OPT_NO_ADAPTIVE,
+    OPT_MAX_INTERVAL,
+    OPT_BUFFER_SIZE,
+    OPT_MAX_STACK,
+    OPT_MAX_MEMORY,
+    OPT_MAX_CPU,
+    OPT_READY_FD,
+};
+
+static pid_t g_pids[256];
+
+/* Returns 0, 1 (exit 0: help) or 2 (bad usage, told). */
+static int parse_options(int argc, char **argv, struct daemon *d, const char **address)
+{
+    static const struct option longopts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"interval", required_argument, NULL, 'i'},
+        {"output", required_argument, NULL, 'o'},
+        {"continuous", required_argument, NULL, OPT_CONTINUOUS},
+        {"dump-at-max", no_argument, NULL, OPT_DUMP_AT_MAX},
+        {"android-dump", no_argument, NULL, OPT_ANDROID},
+        {"no-block", no_argument, NULL, OPT_NO_BLOCK},
+        {"block-timeout", required_argument, NULL, OPT_BLOCK_TIMEOUT},
+        {"no-adaptive", no_argument, NULL, OPT_NO_ADAPTIVE},
+        {"max-interval", required_argument, NULL, OPT_MAX_INTERVAL},
+        {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
+        {"max-stack", required_argument, NULL, OPT_MAX_STACK},
+        {"pid", required_argument, NULL, 'p'},
+        {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+        {"max-cpu", required_argument, NULL, OPT_MAX_CPU},
+        {"log", required_argument, NULL, 'l'},
+        {"ready-fd", required_argument, NULL, OPT_READY_FD},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct hs_daemon_config *c = &d->cfg;
+    uint64_t v;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "s:i:o:p:l:h", longopts, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (opt) {
+        case 's':
+            *address = optarg;
+            break;
+        case 'i':
+            if (!parse_u64(optarg, 1, 1ull << 40, &c->interval))
+                bad = "--interval takes a number of bytes from 1 to 2^40";
+            break;
+        case 'o':
+            c->out_dir = optarg;
+            break;
+        case OPT_CONTINUOUS:
+            if (!parse_u64(optarg, 10, 86400000, &v))
+                bad = "--continuous takes milliseconds from 10 to 86400000";
+            d->continuous_ns = v * 1000000ull;
+            break;
+        case OPT_DUMP_AT_MAX:
+            c->dump_at_max = true;
+            break;
+        case OPT_ANDROID:
+            c->android_dump = true;
+            break;
+        case OPT_NO_BLOCK:
+            c->flags &= ~HS_CONFIG_BLOCK_CLIENT;
+            break;
+        case OPT_BLOCK_TIMEOUT:
+            if (!parse_u64(optarg, 1, 3600000, &c->block_timeout_ms))
+                bad = "--block-timeout takes milliseconds from 1 to 3600000";
+            break;
+        case OPT_NO_ADAPTIVE:
+            c->flags &= ~HS_CONFIG_ADAPTIVE;
+            break;
+        case OPT_MAX_INTERVAL:
+            if (!parse_u64(optarg, 1, 1ull << 40, &c->max_interval))
+                bad = "--max-interval takes a number of bytes from 1 to 2^40";
+            break;
+        case OPT_BUFFER_SIZE:
+            if (!parse_u64(optarg, HS_RB_MIN_SIZE, HS_RB_MAX_SIZE, &v) || (v & (v - 1)) != 0)
+                bad = "--buffer-size takes a power of two from 4096 to 268435456";
+            c->buffer_size = (size_t)v;
+            break;
+        case OPT_MAX_STACK:
+            if (!parse_u64(optarg, 256, 8u << 20, &v))
+                bad = "--max-stack takes a number of bytes from 256 to 8388608";
+            c->max_stack = (uint32_t)v;
+            break;
+        case 'p':
+            if (!parse_u64(optarg, 1, INT32_MAX, &v))
+                bad = "--pid takes a process id";
+            else if (c->num_pids == sizeof(g_pids) / sizeof(g_pids[0]))
+                bad = "too many --pid options (256 at most)";
+            else
+                g_pids[c->num_pids++] = (pid_t)v;
+            c->pids = g_pids;
+            break;
+        case OPT_MAX_MEMORY:
+            if (!parse_u64(optarg, 1, 1u << 30, &v))
+                bad = "--max-memory takes MiB from 1";
+            d->max_memory = v << 20;
+            break;
+        case OPT_MAX_CPU:
+            if (!parse_u64(optarg, 1, 1u << 30, &v))
+                bad = "--max-cpu takes seconds from 1";
+            d->max_cpu_ns = v * 1000000000ull;
+            break;
+        case 'l':
+            setenv("HEAPSCOPE_LOG_FILE", optarg, 1);
+            break;
+        case OPT_READY_FD:
+            if (!parse_u64(optarg, 0, INT_MAX, &v))
+                bad = "--ready-fd takes a descriptor number";
+            d->ready_fd = (int)v;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            usage(stderr);
+            return 2;
+        }
+        if (bad != NULL) {
+            fprintf(stderr, "heapprofd: %s\n", bad);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "heapprofd: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (*address == NULL) {
+        fprintf(stderr, "heapprofd: --socket ADDRESS is required (see --help)\n");
+        return 2;
+    }
+    if (c->max_interval < c->interval)
+        c->max_interval = c->interval;
+    if (c->interval == 1)
+        c->flags &= ~HS_CONFIG_ADAPTIVE; /* exact means exact: wait instead */
+    if ((uint64_t)c->max_stack + 4096 > c->buffer_size / 4)
+        c->max_stack =
+            (uint32_t)(c->buffer_size / 4 - 4096 > 256 ? c->buffer_size / 4 - 4096 : 256);
+    return 0;
+}
+
+/* ---- Processes --------------------------------------------------------------------------- */
+
+static void accept_all(struct daemon *d)
+{
+    for (;;) {
+        int sock = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (sock < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                hs_log("accept: %s", strerror(errno));
+            return;
+        }
+        if (d->stopping || d->num_procs == MAX_PROCESSES) {
+            close(sock);
+            continue;
+        }
+        char err[256];
+        struct hs_profiled_process *p = hs_process_accept(sock, &d->cfg, err, sizeof(err));
+        if (p == NULL) {
+            hs_log("refused %s", err);
+            report(d, "refused %s", err);
+            continue;
+        }
+        d->procs[d->num_procs++] = p;
+        report(d, "connected %d", (int)hs_process_pid(p));
+    }
+}
+
+static void finish(struct daemon *d, size_t i)
+{
+    struct hs_profiled_process *p = d->procs[i];
+    hs_process_dump(p, HS_DUMP_FINAL);
+    report(d, "finished %d %s", (int)hs_process_pid(p), hs_process_last_profile(p));
+    hs_process_free(p);
+    d->procs[i] = d->procs[--d->num_procs];
+}
+
+static void dump_all(struct daemon *d)
+{
+    for (size_t i = 0; i < d->num_procs; i++)
+        hs_process_dump(d->procs[i], HS_DUMP_NUMBERED);
+}
+
+static void stop_all(struct daemon *d, const char *why)
+{
+    if (!d->stopping) {
+        d->stopping = true;
+        d->stop_deadline = mono_ns() + STOP_DEADLINE_NS;
+    }
+    for (size_t i = 0; i < d->num_procs; i++)
+        hs_process_stop(d->procs[i], why);
+}
+
+/* ---- Guardrails -------------------------------------------------------------------------- */
+
+static uint64_t resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    unsigned long long size = 0, resident = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void check_guardrails(struct daemon *d)
+{
+    char why[160];
+    if (d->max_memory != 0) {
+        uint64_t rss = resident_bytes();
+        if (rss > d->max_memory) {
+            snprintf(why, sizeof(why), "guardrail: the daemon's memory (%llu MiB) passed %llu MiB",
+                     (unsigned long long)(rss >> 20), (unsigned long long)(d->max_memory >> 20));
+            hs_log("%s; stopping", why);
+            stop_all(d, why);
+            d->exit_code = 3;
+        }
+    }
+    if (d->max_cpu_ns != 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        uint64_t cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        if (cpu > d->max_cpu_ns) {
+            snprintf(why, sizeof(why), "guardrail: the daemon's CPU time passed %llu s",
+                     (unsigned long long)(d->max_cpu_ns / 1000000000ull));
+            hs_log("%s; stopping", why);
+            stop_all(d, why);
+            d->exit_code = 3;
+        }
+    }
+}
+
+/* ---- The loop ---------------------------------------------------------------------------- */
+
+static void on_signal(struct daemon *d)
+{
+    struct signalfd_siginfo si;
+    while (read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGUSR1)
+            dump_all(d);
+        else
+            stop_all(d, "the profiler was asked to stop");
+    }
+}
+
+static int run(struct daemon *d)
+{
+    struct pollfd fds[MAX_PROCESSES + 2];
+    bool busy = false;
+    for (;;) {
+        uint64_t now = mono_ns();
+        if (d->stopping && (d->num_procs == 0 || now >= d->stop_deadline)) {
+            while (d->num_procs > 0)
+                finish(d, d->num_procs - 1);
+            return d->exit_code;
+        }
+        int timeout = busy ? 1 : 100;
+        if (d->continuous_ns != 0 && !d->stopping) {
+            uint64_t left = d->next_continuous > now ? d->next_continuous - now : 0;
+            if (left / 1000000 < (uint64_t)timeout)
+                timeout = (int)(left / 1000000);
+        }
+        size_t n = 0;
+        fds[n++] = (struct pollfd){d->listen_fd, POLLIN, 0};
+        fds[n++] = (struct pollfd){d->signal_fd, POLLIN, 0};
+        for (size_t i = 0; i < d->num_procs; i++)
+            fds[n++] = (struct pollfd){hs_process_socket(d->procs[i]), POLLIN, 0};
+        if (poll(fds, n, timeout) < 0 && errno != EINTR) {
+            hs_log("poll: %s", strerror(errno));
+            return 1;
+        }
+        if (fds[1].revents)
+            on_signal(d);
+        for (size_t i = 0; i < d->num_procs; i++)
+            if (fds[i + 2].revents)
+                hs_process_on_socket(d->procs[i]);
+        if (fds[0].revents)
+            accept_all(d);
+
+        busy = false;
+        for (size_t i = 0; i < d->num_procs; i++)
+            if (hs_process_drain(d->procs[i], DRAIN_BATCH))
+                busy = true;
+        for (size_t i = d->num_procs; i-- > 0;)
+            if (hs_process_finished(d->procs[i]))
+                finish(d, i);
+
+        now = mono_ns();
+        if (d->continuous_ns != 0 && now >= d->next_continuous) {
+            dump_all(d);
+            d->next_continuous = now + d->continuous_ns;
+        }
+        if (now >= d->next_guard) {
+            check_guardrails(d);
+            d->next_guard = now + 1000000000ull;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct daemon d;
+    memset(&d, 0, sizeof(d));
+    d.ready_fd = -1;
+    d.cfg.interval = 4096;
+    d.cfg.max_interval = 1 << 20;
+    d.cfg.flags = HS_CONFIG_BLOCK_CLIENT | HS_CONFIG_ADAPTIVE;
+    d.cfg.block_timeout_ms = 30000;
+    d.cfg.max_stack = 65536;
+    d.cfg.buffer_size = HS_RB_DEFAULT_SIZE;
+    d.cfg.out_dir = ".";
+    const char *address = NULL;
+    int rc = parse_options(argc, argv, &d, &address);
+    if (rc != 0)
+        return rc == 1 ? 0 : 2;
+    hs_log_init("heapprofd");
+    hs_log_set_program_name("heapprofd");
+
+    struct stat st;
+    if (stat(d.cfg.out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "heapprofd: output directory %s: %s\n", d.cfg.out_dir,
+                errno ? strerror(errno) : "not a directory");
+        return 2;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    d.signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    d.listen_fd = hs_sock_listen(address);
+    if (d.signal_fd < 0 || d.listen_fd < 0) {
+        fprintf(stderr, "heapprofd: cannot listen on %s: %s\n", address, strerror(errno));
+        return 1;
+    }
+    uint64_t now = mono_ns();
+    d.next_continuous = now + d.continuous_ns;
+    d.next_guard = now + 1000000000ull;
+    report(&d, "ready");
+    rc = run(&d);
+    if (address[0] != '@')
+        unlink(address);
+    return rc;
+}

@@ -1,0 +1,667 @@
+/* profiled_process.c: one profiled process, seen from the daemon (see profiled_process.h). */
+#define _GNU_SOURCE /* struct ucred */
+#include "profiled_process.h"
+
+#include "handshake.h"
+#include "heap_tracker.h"
+#include "log.h"
+#include "proc_maps.h"
+#include "profile_writer.h"
+#include "records.h"
+#include "ring_buffer.h"
+#include "symbolizer.h"
+#include "unix_socket.h"
+#include "unwinder.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAPS_REREAD_NS 500000000ull /* at most one re-read of the maps per 500 ms */
+#define STALL_AFTER_END_NS 200000000ull
+#define MAX_PCS 256
+
+struct stats {
+    uint64_t records, mallocs, frees, heaps;
+    uint64_t corrupt_records;
+    uint64_t unwinds[HS_UNWIND_BAD_FRAME + 1]; /* by enum hs_unwind_stop */
+    uint64_t maps_reads;
+    uint64_t max_record_interval;
+    uint64_t dumps;
+};
+
+struct hs_profiled_process {
+    const struct hs_daemon_config *cfg;
+    pid_t pid;
+    int session; /* 1 for the pid's first session, 2 for the next (after an exec) ... */
+    char program[64];
+    int sock, maps_fd, mem_fd;
+    uintptr_t client_pc;
+    uintptr_t client_start, client_end;
+    struct hs_rb rb;
+    struct hs_unwinder *unwinder;
+    struct hs_symbolizer *symbolizer;
+    struct hs_tracker *tracker;
+    char *maps;
+    size_t maps_len, maps_cap;
+    uint64_t maps_read_ns;
+    uint8_t *scratch; /* a private copy of the record being applied */
+    size_t scratch_cap;
+    uint64_t start_ns, start_wall_ns;
+    bool client_gone, stopped, drained;
+    enum hs_rb_status broken;
+    char stop_reason[128];
+    char last_profile[PATH_MAX + 16];
+    struct stats st;
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- Sessions per pid (an exec keeps the pid and starts a new session) ---------------------- */
+
+static struct {
+    pid_t pid;
+    int sessions;
+} g_seen[1024];
+static size_t g_num_seen, g_next_evict;
+
+static int next_session_number(pid_t pid)
+{
+    for (size_t i = 0; i < g_num_seen; i++)
+        if (g_seen[i].pid == pid)
+            return ++g_seen[i].sessions;
+    size_t i = g_num_seen < sizeof(g_seen) / sizeof(g_seen[0]) ? g_num_seen++
+                                                               : g_next_evict++ % g_num_seen;
+    g_seen[i].pid = pid;
+    g_seen[i].sessions = 1;
+    return 1;
+}
+
+/* The highest session number of PROGRAM.PID in dir (an earlier daemon's profiles of the same
+ * process, attached again): "PROGRAM.PID." is session 1, "PROGRAM.PID-K." session K. */
+static int sessions_on_disk(const char *dir, const char *program, pid_t pid)
+{
+    char prefix[128];
+    int n = snprintf(prefix, sizeof(prefix), "%s.%d", program, (int)pid);
+    DIR *d = opendir(dir);
+    if (d == NULL || n <= 0 || (size_t)n >= sizeof(prefix)) {
+        if (d != NULL)
+            closedir(d);
+        return 0;
+    }
+    int highest = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)n) != 0)
+            continue;
+        const char *rest = e->d_name + n;
+        int k = 0;
+        if (rest[0] == '.')
+            k = 1;
+        else if (rest[0] == '-')
+            k = atoi(rest + 1);
+        if (k > highest)
+            highest = k;
+    }
+    closedir(d);
+    return highest;
+}
+
+/* ---- Maps -------------------------------------------------------------------------------- */
+
+struct find_client {
+    uintptr_t pc, start, end;
+};
+
+static int find_client_mapping(const struct hs_map *m, void *arg)
+{
+    struct find_client *f = arg;
+    if (f->pc >= m->start && f->pc < m->end && (m->perms & HS_MAP_EXEC)) {
+        f->start = m->start;
+        f->end = m->end;
+        return 1;
+    }
+    return 0;
+}
+
+/* Reads the process's maps through its descriptor and hands them to the unwinder and the
+ * symbolizer. Returns 0, or -1 (the previous maps stay). */
+static int read_maps(struct hs_profiled_process *p)
+{
+    if (lseek(p->maps_fd, 0, SEEK_SET) != 0)
+        return -1;
+    size_t len = 0;
+    for (;;) {
+        if (p->maps_cap - len < 4096) {
+            size_t cap = p->maps_cap ? p->maps_cap * 2 : 65536;
+            char *m = realloc(p->maps, cap);
+            if (m == NULL)
+                return -1;
+            p->maps = m;
+            p->maps_cap = cap;
+        }
+        ssize_t n = read(p->maps_fd, p->maps + len, p->maps_cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (len == 0)
+        return -1; /* the process is gone: keep what we had */
+    p->maps_len = len;
+    p->maps_read_ns = mono_ns();
+    p->st.maps_reads++;
+    hs_unwinder_set_maps(p->unwinder, p->maps, len);
+    hs_symbolizer_add_maps_text(p->symbolizer, p->maps, len);
+
+    struct find_client f = {p->client_pc, 0, 0};
+    struct hs_map scratch;
+    struct hs_maps_parser parser;
+    hs_maps_parser_init(&parser, &scratch);
+    if (hs_maps_parser_feed(&parser, p->maps, len, find_client_mapping, &f) == 0)
+        hs_maps_parser_finish(&parser, find_client_mapping, &f);
+    if (f.end != 0 && (f.start != p->client_start || f.end != p->client_end)) {
+        p->client_start = f.start;
+        p->client_end = f.end;
+        hs_unwinder_skip_range(p->unwinder, 0, 0);
+        hs_unwinder_skip_range(p->unwinder, f.start, f.end);
+    }
+    return 0;
+}
+
+/* ---- The handshake ----------------------------------------------------------------------- */
+
+/* True when fd is /proc/PID/NAME of this pid. */
+static bool is_proc_file_of(int fd, pid_t pid, const char *name)
+{
+    char link[64], target[PATH_MAX], want[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n <= 0)
+        return false;
+    target[n] = '\0';
+    snprintf(want, sizeof(want), "/proc/%d/%s", (int)pid, name);
+    return strcmp(target, want) == 0;
+}
+
+static void refuse(int sock, const char *reason)
+{
+    struct hs_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.magic = HS_HANDSHAKE_MAGIC;
+    cfg.version = HS_HANDSHAKE_VERSION;
+    snprintf(cfg.reason, sizeof(cfg.reason), "%s", reason);
+    hs_sock_send(sock, &cfg, sizeof(cfg), NULL, 0);
+}
+
+static void read_program_name(pid_t pid, char *out, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, out, cap - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        n = snprintf(out, cap, "process");
+    out[n] = '\0';
+    /* A file name part: no slashes, spaces or dots' surprises. */
+    for (char *c = out; *c; c++)
+        if (*c == '\n')
+            *c = '\0';
+        else if (*c == '/' || *c == ' ' || (unsigned char)*c < 32)
+            *c = '_';
+}
+
+static bool pid_wanted(const struct hs_daemon_config *cfg, pid_t pid)
+{
+    if (cfg->pids == NULL)
+        return true;
+    for (size_t i = 0; i < cfg->num_pids; i++)
+        if (cfg->pids[i] == pid)
+            return true;
+    return false;
+}
+
+struct hs_profiled_process *hs_process_accept(int sock, const struct hs_daemon_config *cfg,
+                                              char *err, size_t err_cap)
+{
+    struct hs_profiled_process *p = calloc(1, sizeof(*p));
+    int fds[2] = {-1, -1}, nfds = 0;
+    struct hs_hello hello;
+    const char *why = NULL;
+    if (p == NULL) {
+        snprintf(err, err_cap, "out of memory");
+        close(sock);
+        return NULL;
+    }
+    p->cfg = cfg;
+    p->sock = sock;
+    p->maps_fd = p->mem_fd = -1;
+
+    struct ucred cred;
+    socklen_t cred_len = sizeof(cred);
+    ssize_t n = -1;
+    if (hs_sock_set_timeout(sock, HS_HANDSHAKE_TIMEOUT_MS) != 0 ||
+        getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0) {
+        why = "cannot read the peer's credentials";
+    } else if (geteuid() != 0 && cred.uid != geteuid()) {
+        why = "the process belongs to another user";
+    } else if ((n = hs_sock_recv(sock, &hello, sizeof(hello), fds, 2, &nfds)) !=
+                   (ssize_t)sizeof(hello) ||
+               hello.magic != HS_HANDSHAKE_MAGIC || hello.version != HS_HANDSHAKE_VERSION) {
+        why = n == 0 ? "the process hung up" : "not a heapscope profiler client";
+    } else if (hello.pid != cred.pid) {
+        why = "the hello names another process";
+    } else if (nfds != 2 || !is_proc_file_of(fds[0], cred.pid, "maps") ||
+               !is_proc_file_of(fds[1], cred.pid, "mem")) {
+        why = "the descriptors passed are not the process's /proc maps and mem";
+    } else if (!pid_wanted(cfg, cred.pid)) {
+        why = "this profiler was not asked to profile the process";
+    }
+    p->pid = cred.pid;
+    p->maps_fd = nfds > 0 ? fds[0] : -1;
+    p->mem_fd = nfds > 1 ? fds[1] : -1;
+    if (why == NULL) {
+        p->client_pc = (uintptr_t)hello.client_pc;
+        p->unwinder = hs_unwinder_new(p->pid, p->mem_fd);
+        p->symbolizer = hs_symbolizer_new(NULL);
+        p->tracker = hs_tracker_new();
+        p->scratch_cap = sizeof(struct hs_record_malloc) + cfg->max_stack + 64;
+        p->scratch = aligned_alloc(64, (p->scratch_cap + 63) & ~(size_t)63);
+        if (p->unwinder == NULL || p->symbolizer == NULL || p->tracker == NULL ||
+            p->scratch == NULL)
+            why = "the profiler is out of memory";
+        else if (read_maps(p) != 0)
+            why = "cannot read the process's maps";
+        else if (hs_rb_create(&p->rb, cfg->buffer_size) != 0)
+            why = "cannot create the shared buffer";
+    }
+    if (why != NULL) {
+        refuse(sock, why);
+        snprintf(err, err_cap, "pid %d: %s", (int)p->pid, why);
+        hs_process_free(p);
+        return NULL;
+    }
+    hs_tracker_set_heap(p->tracker, 0, "libc.malloc", cfg->interval);
+
+    struct hs_config c;
+    memset(&c, 0, sizeof(c));
+    c.magic = HS_HANDSHAKE_MAGIC;
+    c.version = HS_HANDSHAKE_VERSION;
+    c.accepted = 1;
+    c.flags = cfg->flags;
+    c.interval = cfg->interval;
+    c.max_interval = cfg->max_interval;
+    c.block_timeout_ms = cfg->block_timeout_ms;
+    c.max_stack = cfg->max_stack;
+    if (hs_sock_send(sock, &c, sizeof(c), &p->rb.fd, 1) != 0) {
+        snprintf(err, err_cap, "pid %d: the process hung up during the handshake", (int)p->pid);
+        hs_process_free(p);
+        return NULL;
+    }
+    fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
+    read_program_name(p->pid, p->program, sizeof(p->program));
+    p->session = next_session_number(p->pid);
+    int on_disk = sessions_on_disk(cfg->out_dir, p->program, p->pid);
+    if (p->session <= on_disk)
+        p->session = on_disk + 1;
+    p->start_ns = mono_ns();
+    p->start_wall_ns = wall_ns();
+    return p;
+}
+
+int hs_process_socket(const struct hs_profiled_process *p)
+{
+    return p->sock;
+}
+
+pid_t hs_process_pid(const struct hs_profiled_process *p)
+{
+    return p->pid;
+}
+
+void hs_process_on_socket(struct hs_profiled_process *p)
+{
+    char buf[4096];
+    for (;;) {
+        ssize_t n = recv(p->sock, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0)
+            continue; /* wake-up bytes */
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (n < 0 && errno == EINTR)
+            continue;
+        break; /* end of file or error: the process is gone or hung up */
+    }
+    if (!p->client_gone) {
+        p->client_gone = true;
+        /* What a thread killed mid-write left unpublished will never be. */
+        hs_rb_set_stall_timeout(&p->rb, STALL_AFTER_END_NS);
+    }
+}
+
+/* ---- Applying records -------------------------------------------------------------------- */
+
+static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_malloc *m,
+                         const uint8_t *stack)
+{
+    uintptr_t pcs[MAX_PCS];
+    struct hs_unwind_result res;
+    size_t n = hs_unwind(p->unwinder, &m->regs, stack, m->stack_len, pcs, MAX_PCS, &res);
+    if (res.stop == HS_UNWIND_UNKNOWN_MAP && mono_ns() - p->maps_read_ns >= MAPS_REREAD_NS &&
+        read_maps(p) == 0)
+        n = hs_unwind(p->unwinder, &m->regs, stack, m->stack_len, pcs, MAX_PCS, &res);
+    p->st.unwinds[res.stop]++;
+    p->st.mallocs++;
+    if (m->interval > p->st.max_record_interval)
+        p->st.max_record_interval = m->interval;
+    hs_tracker_malloc(p->tracker, m->heap, m->seq, m->addr, m->size, m->sampled, pcs, n, m->ts_ns);
+}
+
+static void apply(struct hs_profiled_process *p, const void *data, size_t len)
+{
+    struct hs_record_view v;
+    p->st.records++;
+    if (hs_record_decode(data, len, &v) != 0) {
+        p->st.corrupt_records++;
+        return;
+    }
+    switch (v.type) {
+    case HS_RECORD_MALLOC:
+        apply_malloc(p, v.malloc, v.stack);
+        break;
+    case HS_RECORD_FREE:
+        p->st.frees++;
+        hs_tracker_record_free(p->tracker, v.free->heap, v.free->seq, v.free->addr);
+        break;
+    case HS_RECORD_HEAP:
+        p->st.heaps++;
+        if (v.heap->heap != 0)
+            hs_tracker_set_heap(p->tracker, v.heap->heap, v.heap->name, v.heap->interval);
+        break;
+    }
+}
+
+bool hs_process_drain(struct hs_profiled_process *p, size_t max)
+{
+    if (p->broken != HS_RB_OK || p->drained)
+        return false;
+    for (size_t i = 0; i < max; i++) {
+        struct hs_rb_record rec;
+        enum hs_rb_status st = hs_rb_peek(&p->rb, &rec);
+        if (st == HS_RB_OK) {
+            size_t len = rec.len;
+            if (len > p->scratch_cap) {
+                p->st.records++;
+                p->st.corrupt_records++; /* bigger than any honest record */
+                hs_rb_consume(&p->rb);
+                continue;
+            }
+            memcpy(p->scratch, rec.data, len); /* the client may still write there */
+            hs_rb_consume(&p->rb);
+            apply(p, p->scratch, len);
+            continue;
+        }
+        if (st == HS_RB_EMPTY) {
+            if (p->client_gone || p->stopped) {
+                p->drained = true;
+                return false;
+            }
+            if (hs_rb_reader_pause(&p->rb))
+                return false;
+            continue;
+        }
+        if (st == HS_RB_PENDING)
+            return true;
+        p->broken = st;
+        hs_log("pid %d (%s): stopped reading its buffer: %s", (int)p->pid, p->program,
+               hs_rb_status_text(st));
+        return false;
+    }
+    return true;
+}
+
+void hs_process_stop(struct hs_profiled_process *p, const char *why)
+{
+    if (p->stopped)
+        return;
+    p->stopped = true;
+    snprintf(p->stop_reason, sizeof(p->stop_reason), "%s", why);
+    hs_rb_set_shutdown(&p->rb);
+    hs_rb_reader_resume(&p->rb);
+    hs_rb_set_stall_timeout(&p->rb, STALL_AFTER_END_NS);
+}
+
+bool hs_process_finished(const struct hs_profiled_process *p)
+{
+    return (p->client_gone || p->stopped) && (p->drained || p->broken != HS_RB_OK);
+}
+
+size_t hs_process_memory(const struct hs_profiled_process *p)
+{
+    struct hs_unwind_stats us;
+    hs_unwinder_stats(p->unwinder, &us);
+    return sizeof(*p) + p->maps_cap + p->scratch_cap + hs_tracker_memory(p->tracker) +
+           us.cache_bytes;
+}
+
+/* ---- Dumps -------------------------------------------------------------------------------- */
+
+#define MAX_COMMENTS 12
+#define COMMENT_LEN 200
+
+static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMMENT_LEN])
+{
+    size_t n = 0;
+    const struct stats *s = &p->st;
+    struct hs_rb_stats rs;
+    hs_rb_get_stats(&p->rb, &rs);
+    struct hs_tracker_stats ts;
+    hs_tracker_get_stats(p->tracker, &ts);
+    uint64_t unwound = 0;
+    for (size_t i = 0; i <= HS_UNWIND_BAD_FRAME; i++)
+        unwound += s->unwinds[i];
+    snprintf(c[n++], COMMENT_LEN, "program: %s (pid %d, session %d)", p->program, (int)p->pid,
+             p->session);
+    snprintf(c[n++], COMMENT_LEN,
+             "records: %llu (samples %llu, frees %llu, heaps %llu), corrupt records: %llu",
+             (unsigned long long)s->records, (unsigned long long)s->mallocs,
+             (unsigned long long)s->frees, (unsigned long long)s->heaps,
+             (unsigned long long)s->corrupt_records);
+    snprintf(
+        c[n++], COMMENT_LEN,
+        "sampling interval: %llu bytes (largest in force: %llu; adaptive sampling %s)",
+        (unsigned long long)p->cfg->interval,
+        (unsigned long long)(s->max_record_interval ? s->max_record_interval : p->cfg->interval),
+        (p->cfg->flags & HS_CONFIG_ADAPTIVE) ? "on" : "off");
+    snprintf(c[n++], COMMENT_LEN,
+             "unwinding: %llu stacks: %llu complete, %llu at the frame limit, %llu truncated "
+             "copies, %llu unknown map, %llu not code, %llu no unwind info, %llu bad frame",
+             (unsigned long long)unwound, (unsigned long long)s->unwinds[HS_UNWIND_END],
+             (unsigned long long)s->unwinds[HS_UNWIND_MAX_FRAMES],
+             (unsigned long long)s->unwinds[HS_UNWIND_TRUNCATED],
+             (unsigned long long)s->unwinds[HS_UNWIND_UNKNOWN_MAP],
+             (unsigned long long)s->unwinds[HS_UNWIND_NOT_CODE],
+             (unsigned long long)s->unwinds[HS_UNWIND_NO_INFO],
+             (unsigned long long)s->unwinds[HS_UNWIND_BAD_FRAME]);
+    snprintf(c[n++], COMMENT_LEN, "maps read: %llu times", (unsigned long long)s->maps_reads);
+    if (p->cfg->flags & HS_CONFIG_BLOCK_CLIENT)
+        snprintf(c[n++], COMMENT_LEN,
+                 "buffer overran: no (blocking: writers waited for room %llu times), lock waits "
+                 "%llu, lock timeouts %llu",
+                 (unsigned long long)rs.overflows, (unsigned long long)rs.spinlock_waits,
+                 (unsigned long long)rs.failed_spinlocks);
+    else
+        snprintf(c[n++], COMMENT_LEN,
+                 "buffer overran: %s (%llu samples dropped), lock waits %llu, lock timeouts %llu",
+                 rs.overflows ? "yes" : "no", (unsigned long long)rs.overflows,
+                 (unsigned long long)rs.spinlock_waits, (unsigned long long)rs.failed_spinlocks);
+    snprintf(c[n++], COMMENT_LEN, "client disconnected: %s%s%s", p->client_gone ? "yes" : "no",
+             p->broken != HS_RB_OK ? "; buffer given up: " : "",
+             p->broken != HS_RB_OK ? hs_rb_status_text(p->broken) : "");
+    if (p->stopped)
+        snprintf(c[n++], COMMENT_LEN, "session stopped by the daemon: %s", p->stop_reason);
+    snprintf(c[n++], COMMENT_LEN,
+             "tracker: %llu callsites, %llu live sampled blocks, frees of unknown blocks %llu, "
+             "reordered %llu",
+             (unsigned long long)ts.callsites, (unsigned long long)ts.live_blocks,
+             (unsigned long long)ts.frees_unknown, (unsigned long long)ts.frees_reordered);
+    snprintf(c[n++], COMMENT_LEN, "daemon memory for this process: %zu KiB",
+             hs_process_memory(p) / 1024);
+    return n;
+}
+
+/* Writes one file through a temporary name, so that readers never see half a profile. */
+static int write_file(struct hs_profiled_process *p, uint32_t heap, const char *path,
+                      const struct hs_profile_meta *meta, bool android)
+{
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "we");
+    if (f == NULL) {
+        hs_log("cannot write %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    int rc = android ? hs_profile_write_android(p->tracker, heap, meta, f)
+                     : hs_profile_write_pprof(p->tracker, heap, p->symbolizer, meta, f);
+    int err = errno;
+    if (fclose(f) != 0 && rc == 0) {
+        rc = -1;
+        err = errno;
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = -1;
+        err = errno;
+    }
+    if (rc != 0) {
+        unlink(tmp);
+        hs_log("cannot write %s: %s", path, strerror(err));
+    }
+    return rc;
+}
+
+/* "DIR/PROGRAM.PID[-SESSION].LABEL[.HEAP]" */
+static void base_name(const struct hs_profiled_process *p, const char *label, uint32_t heap,
+                      char *out, size_t cap)
+{
+    char session[16] = "";
+    if (p->session > 1)
+        snprintf(session, sizeof(session), "-%d", p->session);
+    char heap_part[HS_RECORD_HEAP_NAME_MAX + 1] = "";
+    if (heap != 0) {
+        const char *name = hs_tracker_heap_name(p->tracker, heap);
+        snprintf(heap_part, sizeof(heap_part), ".%s", name ? name : "heap");
+        for (char *c = heap_part + 1; *c; c++)
+            if (*c == '/' || *c == ' ' || (unsigned char)*c < 32)
+                *c = '_';
+    }
+    snprintf(out, cap, "%s/%s.%d%s.%s%s", p->cfg->out_dir, p->program, (int)p->pid, session, label,
+             heap_part);
+}
+
+static int dump_label(struct hs_profiled_process *p, const char *label, bool at_peak)
+{
+    char comments[MAX_COMMENTS][COMMENT_LEN];
+    const char *lines[MAX_COMMENTS];
+    size_t num = stats_comments(p, comments);
+    for (size_t i = 0; i < num; i++)
+        lines[i] = comments[i];
+    struct hs_profile_meta meta = {
+        .pid = (int)p->pid,
+        .time_ns = wall_ns(),
+        .duration_ns = mono_ns() - p->start_ns,
+        .interval = p->cfg->interval,
+        .maps = p->maps,
+        .maps_len = p->maps_len,
+        .comments = lines,
+        .num_comments = num,
+        .at_peak = at_peak,
+    };
+    int rc = 0;
+    for (uint32_t heap = 0; heap < HS_TRACKER_MAX_HEAPS; heap++) {
+        if (!hs_tracker_heap_used(p->tracker, heap) && heap != 0)
+            continue;
+        char base[PATH_MAX], path[PATH_MAX + 16];
+        base_name(p, label, heap, base, sizeof(base));
+        snprintf(path, sizeof(path), "%s.pb.gz", base);
+        if (write_file(p, heap, path, &meta, false) != 0) {
+            rc = -1;
+        } else {
+            hs_log("pid %d (%s): wrote %s", (int)p->pid, p->program, path);
+            if (heap == 0 && !at_peak)
+                memcpy(p->last_profile, path, sizeof(p->last_profile));
+        }
+        if (p->cfg->android_dump && !at_peak) {
+            snprintf(path, sizeof(path), "%s.txt", base);
+            if (write_file(p, heap, path, &meta, true) != 0)
+                rc = -1;
+        }
+    }
+    for (size_t i = 0; i < num; i++)
+        hs_log("pid %d (%s): %s", (int)p->pid, p->program, comments[i]);
+    return rc;
+}
+
+int hs_process_dump(struct hs_profiled_process *p, enum hs_dump_kind kind)
+{
+    if (kind == HS_DUMP_FINAL) {
+        int rc = dump_label(p, "final", false);
+        if (p->cfg->dump_at_max && dump_label(p, "max", true) != 0)
+            rc = -1;
+        return rc;
+    }
+    char label[32];
+    snprintf(label, sizeof(label), "%llu", (unsigned long long)++p->st.dumps);
+    return dump_label(p, label, false);
+}
+
+const char *hs_process_last_profile(const struct hs_profiled_process *p)
+{
+    return p->last_profile;
+}
+
+void hs_process_free(struct hs_profiled_process *p)
+{
+    if (p == NULL)
+        return;
+    if (p->rb.meta != NULL) {
+        hs_rb_set_shutdown(&p->rb);
+        hs_rb_destroy(&p->rb);
+    }
+    if (p->sock >= 0)
+        close(p->sock);
+    hs_unwinder_free(p->unwinder); /* before mem_fd, which it borrows */
+    if (p->maps_fd >= 0)
+        close(p->maps_fd);
+    if (p->mem_fd >= 0)
+        close(p->mem_fd);
+    hs_symbolizer_free(p->symbolizer);
+    hs_tracker_free(p->tracker);
+    free(p->maps);
+    free(p->scratch);
+    free(p);
+}
