@@ -6,12 +6,14 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Each subcommand takes the arguments after its name (argv[0] is the subcommand name) and
  * returns the process exit status (or does not return when it execs the program). */
 int hs_cmd_debug(int argc, char **argv);
 int hs_cmd_leaks(int argc, char **argv);
 int hs_cmd_report(int argc, char **argv);
+int hs_cmd_profile(int argc, char **argv);
 
 /* Finds libNAME (e.g. "libmalloc_debug.so") for the build tree or the installed layout and
  * writes its absolute path to out. Returns 0, or -1 after printing where it looked. */
@@ -21,6 +23,14 @@ int hs_find_library(const char *name, char *out, size_t cap);
  * "heapscope COMMAND: PROGRAM: ..." (program: the basename the shim would print). */
 bool hs_cli_parse_options(const char *command, const char *program, const char *options,
                           struct hs_md_config *cfg);
+
+/* Reads a whole small file (/proc maps, environ) into a malloc'ed, NUL-terminated buffer;
+ * NULL with errno set. */
+char *hs_read_small_file(const char *path, size_t *len);
+
+/* The maps of a process a command was pointed at, or NULL after telling why (no such
+ * process, another user's, not allowed to inspect). */
+char *hs_target_maps(const char *command, pid_t pid, size_t *len);
 
 /* Prepends `lib` to LD_PRELOAD in this process's environment. Returns 0 or -1. */
 int hs_preload_prepend(const char *lib);

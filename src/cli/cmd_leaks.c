@@ -82,38 +82,6 @@ static int run_program(char **argv, const char *options, const char *log_file, l
     return 127;
 }
 
-/* Reads a whole small file (maps, environ) into a malloc'ed buffer; NULL with errno set. */
-static char *read_small_file(const char *path, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap + 1);
-    ssize_t r;
-    while (buf && (r = read(fd, buf + n, cap - n)) > 0) {
-        n += (size_t)r;
-        if (n == cap) {
-            char *bigger = realloc(buf, cap * 2 + 1);
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-    }
-    int saved = errno;
-    close(fd);
-    if (buf) {
-        buf[n] = '\0';
-        *len = n;
-    }
-    errno = saved;
-    return buf;
-}
-
 /* The value of name in a NUL-separated environment block, or NULL. */
 static const char *environ_value(const char *env, size_t len, const char *name)
 {
@@ -129,29 +97,10 @@ static const char *environ_value(const char *env, size_t len, const char *name)
 static bool target_ready(pid_t pid)
 {
     char path[64];
-    if (kill(pid, 0) != 0) {
-        if (errno == EPERM)
-            fprintf(stderr,
-                    "heapscope leaks: process %d belongs to another user; run heapscope "
-                    "as that user (or as root)\n",
-                    (int)pid);
-        else
-            fprintf(stderr, "heapscope leaks: no process %d\n", (int)pid);
-        return false;
-    }
-    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
     size_t len;
-    char *maps = read_small_file(path, &len);
-    if (!maps) {
-        if (errno == EACCES || errno == EPERM)
-            fprintf(stderr,
-                    "heapscope leaks: not allowed to inspect process %d (%s): it runs "
-                    "as another user or under ptrace restrictions\n",
-                    (int)pid, path);
-        else
-            fprintf(stderr, "heapscope leaks: cannot read %s: %s\n", path, strerror(errno));
+    char *maps = hs_target_maps("leaks", pid, &len);
+    if (!maps)
         return false;
-    }
     bool detector = strstr(maps, "/libmemunreachable.so") != NULL;
     bool shim = strstr(maps, "/libmalloc_debug.so") != NULL;
     free(maps);
@@ -163,7 +112,7 @@ static bool target_ready(pid_t pid)
         return false;
     }
     snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
-    char *env = read_small_file(path, &len);
+    char *env = hs_read_small_file(path, &len);
     const char *options = env ? environ_value(env, len, "LIBC_DEBUG_MALLOC_OPTIONS") : NULL;
     bool armed = options ? strstr(options, "check_unreachable_on_signal") != NULL : detector;
     free(env);
@@ -203,7 +152,7 @@ static int check_process(pid_t pid, int timeout_s)
                 return 1;
             }
             size_t len;
-            char *text = read_small_file(report, &len);
+            char *text = hs_read_small_file(report, &len);
             unlink(report);
             if (!text) {
                 fprintf(stderr, "heapscope leaks: cannot read %s: %s\n", report, strerror(errno));

@@ -122,9 +122,15 @@ static int load_pprof(struct hs_rep_profile *p, const char *path, const struct h
                 path, err);
         return 1;
     }
-    if (header)
-        snprintf(header, header_cap, "pprof profile%s%s", hs_pprof_num_comments(pp) ? ": " : "",
-                 hs_pprof_num_comments(pp) ? hs_pprof_comment_at(pp, 0) : "");
+    if (header) {
+        /* Every comment, one per line: profilers put their statistics there. */
+        size_t used = (size_t)snprintf(header, header_cap, "pprof profile%s%s",
+                                       hs_pprof_num_comments(pp) ? ": " : "",
+                                       hs_pprof_num_comments(pp) ? hs_pprof_comment_at(pp, 0) : "");
+        for (size_t i = 1; i < hs_pprof_num_comments(pp) && used < header_cap; i++)
+            used += (size_t)snprintf(header + used, header_cap - used, "\n  %s",
+                                     hs_pprof_comment_at(pp, i));
+    }
     rc = hs_rep_add_pprof(p, pp, opt, err, sizeof(err));
     hs_pprof_free(pp);
     if (rc != 0) {
@@ -276,7 +282,7 @@ int hs_cmd_report(int argc, char **argv)
 
     struct hs_rep_profile p;
     hs_rep_profile_init(&p);
-    char header[512] = "";
+    char header[8192] = "";
     int rc = load(&p, argv + optind, argc - optind, &opt, header, sizeof(header));
     if (rc == 0 && diff_base) {
         struct hs_rep_profile base;

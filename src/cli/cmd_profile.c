@@ -1,0 +1,628 @@
+/* cmd_profile.c: `heapscope profile`, the sampling heap profiler.
+ *
+ *   heapscope profile [options] -- PROGRAM ARGS   runs PROGRAM with the profiler's client
+ *       (libheapprofd.so) preloaded and a private daemon (heapprofd) listening, and writes
+ *       PROGRAM.PID.final.pb.gz when it exits;
+ *   heapscope profile [options] -p PID | -n NAME  profiles running processes whose client
+ *       is loaded but dormant (started with LD_PRELOAD=.../libheapprofd.so): the daemon is
+ *       started, each process is sent the profiling signal naming it, and the profiles are
+ *       written when the processes exit, at --duration, or on Ctrl-C (the processes then
+ *       run on unprofiled).
+ * The daemon reports on a pipe (heapprofd.c: "ready", "connected PID", "refused PID: WHY",
+ * "finished PID PROFILE"); its log goes to OUTDIR/heapprofd.log.
+ */
+#define _GNU_SOURCE /* pipe2 */
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROFILE_SIGNAL 36 /* the client's (src/profiler/client/client.h) */
+#define MAX_TARGETS 64
+#define READY_TIMEOUT_MS 5000
+#define CONNECT_TIMEOUT_MS 5000
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: heapscope profile [options] -- PROGRAM [ARGS...]\n"
+            "       heapscope profile [options] -p PID[,PID...] | -n NAME [--duration SECONDS]\n"
+            "\n"
+            "Samples a program's heap allocations with their call stacks (Android's heapprofd):\n"
+            "about one allocation per 4 KiB allocated is recorded, its stack unwound in a\n"
+            "separate daemon, and the program runs at nearly full speed. Writes pprof profiles\n"
+            "(allocated and in-use bytes and objects per call stack) named\n"
+            "PROGRAM.PID.final.pb.gz; view them with 'heapscope report FILE' or any pprof tool.\n"
+            "\n"
+            "  -- PROGRAM ARGS       run PROGRAM and profile it until it exits\n"
+            "  -p, --pid PID[,PID]   profile running processes started with the client\n"
+            "                        preloaded (LD_PRELOAD=$(heapscope profile --print-library)),\n"
+            "                        until they exit, --duration passes or Ctrl-C\n"
+            "  -n, --name NAME       the same for every process named NAME\n"
+            "\n"
+            "Options:\n"
+            "  -i, --interval BYTES  average bytes between samples (default 4096; 1 records\n"
+            "                        every allocation: exact totals)\n"
+            "  -o, --output DIR      where the profiles go (default: the current directory)\n"
+            "      --continuous MS   also write a numbered profile every MS milliseconds\n"
+            "      --dump-at-max     also write PROGRAM.PID.max.pb.gz: what was in use when the\n"
+            "                        sampled in-use bytes peaked\n"
+            "      --android-dump    also write Android native heap dump text (.txt)\n"
+            "      --follow-children also profile the processes PROGRAM starts\n"
+            "      --no-block        drop samples rather than slow the program down when the\n"
+            "                        daemon falls behind (the default waits, and raises the\n"
+            "                        interval while the buffer is over half full)\n"
+            "      --buffer-size N   shared buffer per process in bytes, a power of two\n"
+            "                        (default 8388608)\n"
+            "      --max-stack N     most bytes of stack copied per sample (default 65536)\n"
+            "      --duration S      with -p or -n: stop after S seconds\n"
+            "      --print-library   print the client library's path and exit\n"
+            "  -q, --quiet           print nothing but errors\n"
+            "  -h, --help            show this help\n"
+            "\n"
+            "Examples:\n"
+            "  heapscope profile -- ./myserver --port 8080\n"
+            "  heapscope report myserver.*.final.pb.gz\n"
+            "  heapscope profile -i 1 -o prof -- ./unit_test       # exact byte counts\n"
+            "  LD_PRELOAD=$(heapscope profile --print-library) ./myserver &\n"
+            "  heapscope profile -p $! --duration 60\n");
+}
+
+struct profile_args {
+    const char *daemon_args[32 + 2 * MAX_TARGETS];
+    int num_daemon_args;
+    const char *out_dir;
+    bool follow, quiet;
+    long duration_s;
+    pid_t targets[MAX_TARGETS];
+    int num_targets;
+    char pid_args[MAX_TARGETS][16]; /* the targets as --pid arguments */
+};
+
+static void daemon_arg(struct profile_args *a, const char *arg)
+{
+    if (a->num_daemon_args < (int)(sizeof(a->daemon_args) / sizeof(a->daemon_args[0])) - 1)
+        a->daemon_args[a->num_daemon_args++] = arg;
+}
+
+/* ---- Finding things ----------------------------------------------------------------------- */
+
+/* heapprofd sits next to this command, in the build tree and installed. */
+static int find_daemon(char *out, size_t cap)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash == NULL)
+        return -1;
+    *slash = '\0';
+    if (snprintf(out, cap, "%s/heapprofd", self) >= (int)cap || access(out, X_OK) != 0) {
+        fprintf(stderr, "heapscope profile: the profiler daemon is missing (looked for %s)\n", out);
+        return -1;
+    }
+    return 0;
+}
+
+static bool add_target(struct profile_args *a, pid_t pid)
+{
+    for (int i = 0; i < a->num_targets; i++)
+        if (a->targets[i] == pid)
+            return true;
+    if (a->num_targets == MAX_TARGETS) {
+        fprintf(stderr, "heapscope profile: at most %d processes at once\n", MAX_TARGETS);
+        return false;
+    }
+    a->targets[a->num_targets++] = pid;
+    return true;
+}
+
+static bool parse_pids(struct profile_args *a, const char *list)
+{
+    char *copy = strdup(list), *save = NULL;
+    bool ok = copy != NULL;
+    for (char *t = ok ? strtok_r(copy, ",", &save) : NULL; t && ok;
+         t = strtok_r(NULL, ",", &save)) {
+        char *end;
+        long v = strtol(t, &end, 10);
+        if (*end != '\0' || v <= 0 || v > INT32_MAX) {
+            fprintf(stderr, "heapscope profile: '%s' is not a process id\n", t);
+            ok = false;
+        } else {
+            ok = add_target(a, (pid_t)v);
+        }
+    }
+    free(copy);
+    return ok;
+}
+
+/* Every process whose name (/proc/PID/comm) is name, except this one. */
+static bool find_by_name(struct profile_args *a, const char *name)
+{
+    DIR *d = opendir("/proc");
+    if (d == NULL) {
+        perror("heapscope profile: /proc");
+        return false;
+    }
+    struct dirent *e;
+    int found = 0;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end != '\0' || pid <= 0 || pid == getpid())
+            continue;
+        char path[64], comm[64];
+        snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+        FILE *f = fopen(path, "re");
+        if (f == NULL)
+            continue;
+        bool match = fgets(comm, sizeof(comm), f) != NULL &&
+                     (comm[strcspn(comm, "\n")] = '\0', strcmp(comm, name) == 0);
+        fclose(f);
+        if (match) {
+            if (!add_target(a, (pid_t)pid)) {
+                closedir(d);
+                return false;
+            }
+            found++;
+        }
+    }
+    closedir(d);
+    if (found == 0)
+        fprintf(stderr, "heapscope profile: no process named '%s'\n", name);
+    return found > 0;
+}
+
+/* The process runs the client, and the client listens for the profiling signal. */
+static bool target_ready(pid_t pid)
+{
+    size_t len;
+    char *maps = hs_target_maps("profile", pid, &len);
+    if (maps == NULL)
+        return false;
+    bool loaded = strstr(maps, "/libheapprofd.so") != NULL;
+    free(maps);
+    if (!loaded) {
+        fprintf(stderr,
+                "heapscope profile: the profiler's client is not loaded in process %d; start "
+                "it with LD_PRELOAD=<heapscope libdir>/libheapprofd.so (see 'heapscope profile "
+                "--print-library'), or run it with 'heapscope profile -- PROGRAM'\n",
+                (int)pid);
+        return false;
+    }
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *status = hs_read_small_file(path, &len);
+    const char *caught = status ? strstr(status, "\nSigCgt:") : NULL;
+    unsigned long long mask = caught ? strtoull(caught + 8, NULL, 16) : 0;
+    free(status);
+    if (!(mask & (1ull << (PROFILE_SIGNAL - 1)))) {
+        fprintf(stderr,
+                "heapscope profile: process %d does not listen for the profiling signal %d "
+                "(its HEAPSCOPE_PROFILE_SIGNAL is 0, or the program handles that signal "
+                "itself)\n",
+                (int)pid, PROFILE_SIGNAL);
+        return false;
+    }
+    return true;
+}
+
+/* ---- The daemon --------------------------------------------------------------------------- */
+
+struct daemon_proc {
+    pid_t pid;
+    int events; /* read end of its report pipe */
+    char buf[8192];
+    size_t len;
+    char address[64];
+};
+
+static pid_t start_daemon(struct profile_args *a, const char *daemon_path, struct daemon_proc *d)
+{
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) {
+        perror("heapscope profile: pipe");
+        return -1;
+    }
+    char log[PATH_MAX];
+    snprintf(log, sizeof(log), "%s/heapprofd.log", a->out_dir);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("heapscope profile: fork");
+        return -1;
+    }
+    if (pid == 0) {
+        /* Its own process group: Ctrl-C goes to the program, the daemon finishes the job. */
+        setpgid(0, 0);
+        dup2(pipefd[1], 3); /* not close-on-exec: the daemon's --ready-fd */
+        char address[64];
+        snprintf(address, sizeof(address), "@heapscope-heapprofd.%d", (int)getpid());
+        const char *argv[64];
+        int n = 0;
+        argv[n++] = daemon_path;
+        argv[n++] = "--socket";
+        argv[n++] = address;
+        argv[n++] = "--output";
+        argv[n++] = a->out_dir;
+        argv[n++] = "--log";
+        argv[n++] = log;
+        argv[n++] = "--ready-fd";
+        argv[n++] = "3";
+        for (int i = 0; i < a->num_daemon_args; i++)
+            argv[n++] = a->daemon_args[i];
+        argv[n] = NULL;
+        execv(daemon_path, (char **)argv);
+        fprintf(stderr, "heapscope profile: cannot run %s: %s\n", daemon_path, strerror(errno));
+        _exit(127);
+    }
+    close(pipefd[1]);
+    d->pid = pid;
+    d->events = pipefd[0];
+    d->len = 0;
+    snprintf(d->address, sizeof(d->address), "@heapscope-heapprofd.%d", (int)pid);
+    return pid;
+}
+
+/* Reads the next line of the daemon's reports into line, waiting up to timeout_ms (-1:
+ * forever). Returns 1 with a line, 0 on timeout, -1 when the daemon closed the pipe. */
+static int next_event(struct daemon_proc *d, char *line, size_t cap, int timeout_ms)
+{
+    for (;;) {
+        char *nl = memchr(d->buf, '\n', d->len);
+        if (nl != NULL) {
+            size_t n = (size_t)(nl - d->buf);
+            snprintf(line, cap, "%.*s", (int)n, d->buf);
+            memmove(d->buf, nl + 1, d->len - n - 1);
+            d->len -= n + 1;
+            return 1;
+        }
+        struct pollfd p = {d->events, POLLIN, 0};
+        int r = poll(&p, 1, timeout_ms);
+        if (r < 0 && errno == EINTR)
+            return 0;
+        if (r <= 0)
+            return r == 0 ? 0 : -1;
+        if (d->len == sizeof(d->buf))
+            d->len = 0; /* a line too long to be ours: drop it */
+        ssize_t got = read(d->events, d->buf + d->len, sizeof(d->buf) - d->len);
+        if (got <= 0)
+            return -1;
+        d->len += (size_t)got;
+    }
+}
+
+struct results {
+    int finished, refused;
+};
+
+static void handle_event(const char *line, struct profile_args *a, struct results *r)
+{
+    if (strncmp(line, "finished ", 9) == 0) {
+        r->finished++;
+        const char *file = strchr(line + 9, ' ');
+        if (!a->quiet && file != NULL && file[1] != '\0')
+            fprintf(stderr, "heapscope profile: process %.*s: wrote %s\n", (int)(file - line - 9),
+                    line + 9, file + 1);
+    } else if (strncmp(line, "refused ", 8) == 0) {
+        r->refused++;
+        fprintf(stderr, "heapscope profile: the profiler refused %s\n", line + 8);
+    }
+}
+
+/* Stops the daemon and collects its last reports. Returns its exit status. */
+static int stop_daemon(struct daemon_proc *d, struct profile_args *a, struct results *r)
+{
+    kill(d->pid, SIGTERM);
+    char line[8192];
+    while (next_event(d, line, sizeof(line), 30000) == 1)
+        handle_event(line, a, r);
+    int status = 0;
+    while (waitpid(d->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    close(d->events);
+    if (WIFSIGNALED(status)) {
+        fprintf(stderr, "heapscope profile: the profiler daemon died (signal %d)\n",
+                WTERMSIG(status));
+        return 1;
+    }
+    return WEXITSTATUS(status);
+}
+
+static bool wait_ready(struct daemon_proc *d)
+{
+    char line[256];
+    if (next_event(d, line, sizeof(line), READY_TIMEOUT_MS) == 1 && strcmp(line, "ready") == 0)
+        return true;
+    fprintf(stderr, "heapscope profile: the profiler daemon did not start (see %s)\n",
+            "its messages above");
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    return false;
+}
+
+/* ---- Running a program ---------------------------------------------------------------------- */
+
+static int run_program(struct profile_args *a, char **argv, const char *lib,
+                       const char *daemon_path)
+{
+    struct daemon_proc d;
+    if (start_daemon(a, daemon_path, &d) < 0 || !wait_ready(&d))
+        return 1;
+    pid_t child = fork();
+    if (child < 0) {
+        perror("heapscope profile: fork");
+        return 1;
+    }
+    if (child == 0) {
+        char pid[32];
+        snprintf(pid, sizeof(pid), "%d", (int)getpid());
+        if (hs_preload_prepend(lib) != 0 || setenv("HEAPSCOPE_PROFILE_SOCKET", d.address, 1) ||
+            setenv("HEAPSCOPE_PROFILE_PID", pid, 1) ||
+            (a->follow && setenv("HEAPSCOPE_PROFILE_FOLLOW", "1", 1))) {
+            perror("heapscope profile: setting the environment");
+            _exit(127);
+        }
+        close(d.events);
+        execvp(argv[0], argv);
+        fprintf(stderr, "heapscope profile: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    /* Like time(1): Ctrl-C is for the program; this command stays to finish the profile. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+        ;
+    struct results r = {0, 0};
+    char line[8192];
+    while (next_event(&d, line, sizeof(line), 0) == 1)
+        handle_event(line, a, &r);
+    int drc = stop_daemon(&d, a, &r);
+    if (r.finished == 0 && !a->quiet)
+        fprintf(stderr,
+                "heapscope profile: no profile was written: '%s' never connected (a static "
+                "program, or one that clears LD_PRELOAD?); see %s/heapprofd.log\n",
+                argv[0], a->out_dir);
+    else if (!a->quiet)
+        fprintf(stderr, "heapscope profile: view with 'heapscope report FILE' (or pprof)\n");
+    if (drc != 0 && !a->quiet)
+        fprintf(stderr,
+                "heapscope profile: the daemon ended with status %d (see %s/heapprofd.log)\n", drc,
+                a->out_dir);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}
+
+/* ---- Running processes ------------------------------------------------------------------- */
+
+static volatile sig_atomic_t g_interrupted;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    g_interrupted = 1;
+}
+
+static int profile_running(struct profile_args *a, const char *daemon_path)
+{
+    for (int i = 0; i < a->num_targets; i++)
+        if (!target_ready(a->targets[i]))
+            return 1;
+    for (int i = 0; i < a->num_targets; i++) {
+        /* Only the targets may connect. */
+        snprintf(a->pid_args[i], sizeof(a->pid_args[i]), "%d", (int)a->targets[i]);
+        daemon_arg(a, "--pid");
+        daemon_arg(a, a->pid_args[i]);
+    }
+    struct daemon_proc d;
+    if (start_daemon(a, daemon_path, &d) < 0 || !wait_ready(&d))
+        return 1;
+    struct results r = {0, 0};
+    int connected = 0;
+    for (int i = 0; i < a->num_targets; i++) {
+        union sigval v = {.sival_int = (int)d.pid};
+        if (sigqueue(a->targets[i], PROFILE_SIGNAL, v) != 0)
+            fprintf(stderr, "heapscope profile: cannot signal process %d: %s\n", (int)a->targets[i],
+                    strerror(errno));
+    }
+    /* Each target answers with a connection, or a refusal. */
+    char line[8192];
+    uint64_t waited = 0;
+    while (connected + r.refused < a->num_targets && waited < CONNECT_TIMEOUT_MS) {
+        int e = next_event(&d, line, sizeof(line), 100);
+        waited += 100;
+        if (e < 0)
+            break;
+        if (e == 1 && strncmp(line, "connected ", 10) == 0)
+            connected++;
+        else if (e == 1)
+            handle_event(line, a, &r);
+    }
+    if (connected == 0) {
+        fprintf(stderr, "heapscope profile: no process connected to the profiler%s\n",
+                r.refused ? "" : " (is another profiling session running in it?)");
+        stop_daemon(&d, a, &r);
+        return 1;
+    }
+    if (!a->quiet)
+        fprintf(stderr,
+                "heapscope profile: profiling %d process%s%s; Ctrl-C to stop and write the "
+                "profiles\n",
+                connected, connected == 1 ? "" : "es", a->duration_s ? " for the duration" : "");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_interrupt;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (!g_interrupted && r.finished < connected) {
+        int e = next_event(&d, line, sizeof(line), 200);
+        if (e < 0)
+            break;
+        if (e == 1)
+            handle_event(line, a, &r);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (a->duration_s > 0 && now.tv_sec - start.tv_sec >= a->duration_s)
+            break;
+    }
+    int drc = stop_daemon(&d, a, &r);
+    if (!a->quiet && r.finished > 0)
+        fprintf(stderr, "heapscope profile: view with 'heapscope report FILE' (or pprof)\n");
+    return drc == 0 && r.finished > 0 ? 0 : 1;
+}
+
+/* ---- The command ------------------------------------------------------------------------- */
+
+enum {
+    OPT_CONTINUOUS = 256,
+    OPT_DUMP_AT_MAX,
+    OPT_ANDROID,
+    OPT_FOLLOW,
+    OPT_NO_BLOCK,
+    OPT_BUFFER_SIZE,
+    OPT_MAX_STACK,
+    OPT_DURATION,
+    OPT_PRINT_LIBRARY,
+};
+
+int hs_cmd_profile(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"pid", required_argument, NULL, 'p'},
+        {"name", required_argument, NULL, 'n'},
+        {"interval", required_argument, NULL, 'i'},
+        {"output", required_argument, NULL, 'o'},
+        {"continuous", required_argument, NULL, OPT_CONTINUOUS},
+        {"dump-at-max", no_argument, NULL, OPT_DUMP_AT_MAX},
+        {"android-dump", no_argument, NULL, OPT_ANDROID},
+        {"follow-children", no_argument, NULL, OPT_FOLLOW},
+        {"no-block", no_argument, NULL, OPT_NO_BLOCK},
+        {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
+        {"max-stack", required_argument, NULL, OPT_MAX_STACK},
+        {"duration", required_argument, NULL, OPT_DURATION},
+        {"print-library", no_argument, NULL, OPT_PRINT_LIBRARY},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct profile_args a;
+    memset(&a, 0, sizeof(a));
+    a.out_dir = ".";
+    const char *name = NULL;
+    bool print_library = false;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+p:n:i:o:qh", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'p':
+            if (!parse_pids(&a, optarg))
+                return 2;
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'i':
+            daemon_arg(&a, "--interval");
+            daemon_arg(&a, optarg);
+            break;
+        case 'o':
+            a.out_dir = optarg;
+            break;
+        case OPT_CONTINUOUS:
+            daemon_arg(&a, "--continuous");
+            daemon_arg(&a, optarg);
+            break;
+        case OPT_DUMP_AT_MAX:
+            daemon_arg(&a, "--dump-at-max");
+            break;
+        case OPT_ANDROID:
+            daemon_arg(&a, "--android-dump");
+            break;
+        case OPT_FOLLOW:
+            a.follow = true;
+            break;
+        case OPT_NO_BLOCK:
+            daemon_arg(&a, "--no-block");
+            break;
+        case OPT_BUFFER_SIZE:
+            daemon_arg(&a, "--buffer-size");
+            daemon_arg(&a, optarg);
+            break;
+        case OPT_MAX_STACK:
+            daemon_arg(&a, "--max-stack");
+            daemon_arg(&a, optarg);
+            break;
+        case OPT_DURATION: {
+            char *end;
+            a.duration_s = strtol(optarg, &end, 10);
+            if (*end != '\0' || a.duration_s <= 0) {
+                fprintf(stderr, "heapscope profile: --duration takes a number of seconds\n");
+                return 2;
+            }
+            break;
+        }
+        case OPT_PRINT_LIBRARY:
+            print_library = true;
+            break;
+        case 'q':
+            a.quiet = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            fprintf(stderr, "heapscope profile: see 'heapscope profile --help'\n");
+            return 2;
+        }
+    }
+    char lib[PATH_MAX], daemon_path[PATH_MAX];
+    if (print_library) {
+        if (hs_find_library("libheapprofd.so", lib, sizeof(lib)) != 0)
+            return 1;
+        printf("%s\n", lib);
+        return 0;
+    }
+    bool attach = a.num_targets > 0 || name != NULL;
+    if (attach == (optind < argc)) {
+        fprintf(stderr, attach ? "heapscope profile: give -p/-n or a program, not both\n"
+                               : "heapscope profile: give a program to run (after --), or -p "
+                                 "PID / -n NAME (see --help)\n");
+        return 2;
+    }
+    if (name != NULL && !find_by_name(&a, name))
+        return 1;
+    struct stat st;
+    if (mkdir(a.out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "heapscope profile: cannot create %s: %s\n", a.out_dir, strerror(errno));
+        return 1;
+    }
+    if (stat(a.out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "heapscope profile: %s is not a directory\n", a.out_dir);
+        return 1;
+    }
+    if (find_daemon(daemon_path, sizeof(daemon_path)) != 0)
+        return 1;
+    /* Options the daemon refuses are reported by it, with its own words, before it starts. */
+    if (attach)
+        return profile_running(&a, daemon_path);
+    if (hs_find_library("libheapprofd.so", lib, sizeof(lib)) != 0)
+        return 1;
+    return run_program(&a, argv + optind, lib, daemon_path);
+}

@@ -1,0 +1,68 @@
+/* target_process.c: looking at a running process that a command was pointed at (-p PID). */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char *hs_read_small_file(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap + 1);
+    ssize_t r;
+    while (buf && (r = read(fd, buf + n, cap - n)) > 0) {
+        n += (size_t)r;
+        if (n == cap) {
+            char *bigger = realloc(buf, cap * 2 + 1);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    int saved = errno;
+    close(fd);
+    if (buf) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    errno = saved;
+    return buf;
+}
+
+char *hs_target_maps(const char *command, pid_t pid, size_t *len)
+{
+    char path[64];
+    if (kill(pid, 0) != 0) {
+        if (errno == EPERM)
+            fprintf(stderr,
+                    "heapscope %s: process %d belongs to another user; run heapscope as that "
+                    "user (or as root)\n",
+                    command, (int)pid);
+        else
+            fprintf(stderr, "heapscope %s: no process %d\n", command, (int)pid);
+        return NULL;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    char *maps = hs_read_small_file(path, len);
+    if (!maps) {
+        if (errno == EACCES || errno == EPERM)
+            fprintf(stderr,
+                    "heapscope %s: not allowed to inspect process %d (%s): it runs as another "
+                    "user or under ptrace restrictions\n",
+                    command, (int)pid, path);
+        else
+            fprintf(stderr, "heapscope %s: cannot read %s: %s\n", command, path, strerror(errno));
+    }
+    return maps;
+}
