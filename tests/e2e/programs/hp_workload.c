@@ -1,0 +1,304 @@
+/* hp_workload.c: programs with known allocations for the profiler's end-to-end tests.
+ *
+ *   hp_workload known          call sites with known totals (bytes and counts below), then
+ *                              prints "known done checksum=X"
+ *   hp_workload threads N      N threads, each through site_thread (THREAD_BYTES each)
+ *   hp_workload fork           site_parent in the parent, site_child in a forked child
+ *   hp_workload short          a few allocations and an immediate exit
+ *   hp_workload custom         a custom heap "pool" through heapscope/heapprofd.h
+ *   hp_workload serve SECONDS  allocates and frees in a loop for SECONDS (or until SIGTERM),
+ *                              then prints "serve done rounds=N checksum=X"; prints
+ *                              "serving pid=P" once started
+ * Every site is a noinline function that calls the allocator itself (no tail calls), so the
+ * leaf frame of each sampled stack names the site.
+ */
+#include <heapscope/heapprofd.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline, noclone))
+
+static uint64_t g_checksum;
+
+static void touch(void *p, size_t n)
+{
+    if (p == NULL) {
+        fprintf(stderr, "allocation failed\n");
+        exit(3);
+    }
+    memset(p, 0x5a, n < 64 ? n : 64);
+    g_checksum = g_checksum * 31 + n;
+}
+
+/* known: site_small 20000 x 64 B (first 1000 kept), site_medium 5000 x 1000 B (all freed),
+ * site_large 100 x 100000 B (kept), site_calloc 3000 x 24 x 10 B (freed), site_realloc 2000 x
+ * (malloc 100 B then realloc to 300 B, kept), site_memalign 500 x 4096 B aligned 64 (freed). */
+NOINLINE void *site_small(void)
+{
+    void *p = malloc(64);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+NOINLINE void *site_medium(void)
+{
+    void *p = malloc(1000);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+NOINLINE void *site_large(void)
+{
+    void *p = malloc(100000);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+NOINLINE void *site_calloc(void)
+{
+    void *p = calloc(24, 10);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+NOINLINE void *site_realloc(void *old)
+{
+    void *p = realloc(old, 300);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+NOINLINE void *site_memalign(void)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, 4096) != 0)
+        p = NULL;
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static void *g_kept[4000];
+static size_t g_num_kept;
+
+static void keep(void *p)
+{
+    g_kept[g_num_kept++] = p;
+}
+
+static int known(void)
+{
+    for (int i = 0; i < 20000; i++) {
+        void *p = site_small();
+        touch(p, 64);
+        if (i < 1000)
+            keep(p);
+        else
+            free(p);
+    }
+    for (int i = 0; i < 5000; i++) {
+        void *p = site_medium();
+        touch(p, 1000);
+        free(p);
+    }
+    for (int i = 0; i < 100; i++) {
+        void *p = site_large();
+        touch(p, 100000);
+        keep(p);
+    }
+    for (int i = 0; i < 3000; i++) {
+        void *p = site_calloc();
+        touch(p, 240);
+        free(p);
+    }
+    for (int i = 0; i < 2000; i++) {
+        void *p = malloc(100); /* from known() itself: the realloc's old block */
+        touch(p, 100);
+        p = site_realloc(p);
+        touch(p, 300);
+        keep(p);
+    }
+    for (int i = 0; i < 500; i++) {
+        void *p = site_memalign();
+        touch(p, 4096);
+        free(p);
+    }
+    printf("known done checksum=%llu\n", (unsigned long long)g_checksum);
+    return 0;
+}
+
+/* threads: each thread 4000 x 512 B through site_thread, half kept until the thread ends. */
+#define THREAD_ALLOCS 4000
+NOINLINE void *site_thread(void)
+{
+    void *p = malloc(512);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static void *thread_main(void *arg)
+{
+    (void)arg;
+    void **kept = malloc(sizeof(void *) * THREAD_ALLOCS);
+    for (int i = 0; i < THREAD_ALLOCS; i++) {
+        kept[i] = site_thread();
+        memset(kept[i], 1, 16);
+        if (i % 2)
+            free(kept[i]);
+    }
+    for (int i = 0; i < THREAD_ALLOCS; i += 2)
+        free(kept[i]);
+    free(kept);
+    return NULL;
+}
+
+static int threads(int n)
+{
+    pthread_t t[64];
+    if (n < 1 || n > 64)
+        return 2;
+    for (int i = 0; i < n; i++)
+        pthread_create(&t[i], NULL, thread_main, NULL);
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    printf("threads done n=%d\n", n);
+    return 0;
+}
+
+/* fork: 1000 x 2000 B in the parent before and after the fork, 1000 x 3000 B in the child. */
+NOINLINE void *site_parent(void)
+{
+    void *p = malloc(2000);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+NOINLINE void *site_child(void)
+{
+    void *p = malloc(3000);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static int forked(void)
+{
+    for (int i = 0; i < 500; i++)
+        keep(site_parent());
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; i < 1000; i++)
+            free(site_child());
+        /* Frees of the parent's sampled blocks must not reach the parent's profile. */
+        for (size_t i = 0; i < g_num_kept; i++)
+            free(g_kept[i]);
+        printf("child done\n");
+        exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    for (int i = 0; i < 500; i++)
+        keep(site_parent());
+    printf("fork done child_status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+}
+
+/* short: three blocks of 50000 B kept, and out. */
+NOINLINE void *site_short(void)
+{
+    void *p = malloc(50000);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static int short_lived(void)
+{
+    for (int i = 0; i < 3; i++)
+        keep(site_short());
+    return 0;
+}
+
+/* custom: a pool heap: 1000 x 128 B reported (all live), 500 of them freed. */
+static int custom(void)
+{
+    static char pool[1000][128];
+    uint32_t heap = heapscope_heap_register_if_loaded("pool", 1);
+    for (int i = 0; i < 1000; i++)
+        heapscope_heap_report_alloc_if_loaded(heap, (uintptr_t)pool[i], 128);
+    for (int i = 0; i < 500; i++)
+        heapscope_heap_report_free_if_loaded(heap, (uintptr_t)pool[i]);
+    printf("custom done heap=%u\n", heap);
+    return 0;
+}
+
+/* serve: a steady churn through site_serve until the time is up or SIGTERM. */
+static volatile sig_atomic_t g_stop;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+NOINLINE void *site_serve(size_t n)
+{
+    void *p = malloc(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static int serve(int seconds)
+{
+    signal(SIGTERM, on_term);
+    printf("serving pid=%d\n", (int)getpid());
+    fflush(stdout);
+    void *ring[256] = {0};
+    unsigned long rounds = 0;
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        for (int i = 0; i < 256; i++) {
+            free(ring[i]);
+            size_t n = 16 + (size_t)((rounds * 7 + (unsigned)i * 13) % 2000);
+            ring[i] = site_serve(n);
+            touch(ring[i], n);
+        }
+        rounds++;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double elapsed = (double)(now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9;
+        if (g_stop || elapsed >= seconds)
+            break;
+    }
+    for (int i = 0; i < 256; i++)
+        free(ring[i]);
+    printf("serve done checksum_ok=%d\n", g_checksum != 0);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 2 && strcmp(argv[1], "known") == 0)
+        return known();
+    if (argc >= 3 && strcmp(argv[1], "threads") == 0)
+        return threads(atoi(argv[2]));
+    if (argc >= 2 && strcmp(argv[1], "fork") == 0)
+        return forked();
+    if (argc >= 2 && strcmp(argv[1], "short") == 0)
+        return short_lived();
+    if (argc >= 2 && strcmp(argv[1], "custom") == 0)
+        return custom();
+    if (argc >= 3 && strcmp(argv[1], "serve") == 0)
+        return serve(atoi(argv[2]));
+    fprintf(stderr, "usage: hp_workload known|threads N|fork|short|custom|serve SECONDS\n");
+    return 2;
+}

@@ -1,0 +1,376 @@
+"""End-to-end tests of the sampling heap profiler: `heapscope profile`, the heapprofd
+daemon and the libheapprofd.so client, on tests/e2e/programs/hp_workload.c, whose call
+sites and byte totals are known. Profiles are read back through `heapscope report -f folded`
+(one line per stack, the leaf frame being the function that called the allocator)."""
+import glob
+import math
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import unittest
+
+CLI = os.environ["HS_CLI"]
+WORKLOAD = os.environ["HS_HP_WORKLOAD"]
+DAEMON = os.environ["HS_HEAPPROFD"]
+CLIENT = os.environ["HS_HEAPPROFD_CLIENT"]
+
+KNOWN = {  # site: (allocated bytes, allocations, in-use bytes at exit, in-use allocations)
+    "site_small": (20000 * 64, 20000, 1000 * 64, 1000),
+    "site_medium": (5000 * 1000, 5000, 0, 0),
+    "site_large": (100 * 100000, 100, 100 * 100000, 100),
+    "site_calloc": (3000 * 240, 3000, 0, 0),
+    "site_realloc": (2000 * 300, 2000, 2000 * 300, 2000),
+    "site_memalign": (500 * 4096, 500, 0, 0),
+}
+
+
+def clean_env():
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("HEAPSCOPE_") or k in ("LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS"):
+            del env[k]
+    return env
+
+
+def per_site(profile, value):
+    """{leaf function: summed value} of a profile."""
+    out = subprocess.run([CLI, "report", "-q", "--value", value, "-f", "folded", profile],
+                         capture_output=True, text=True, check=True).stdout
+    sites = {}
+    for line in out.splitlines():
+        stack, _, number = line.rpartition(" ")
+        leaf = stack.split(";")[-1].split(" (")[0]
+        sites[leaf] = sites.get(leaf, 0) + int(number)
+    return sites
+
+
+def comments(profile):
+    """The statistics lines the daemon put in the profile (from its text report header)."""
+    return subprocess.run([CLI, "report", "-q", profile], capture_output=True, text=True,
+                          check=True).stdout
+
+
+RUNNING = []  # daemons and programs to kill if a test fails half-way
+
+
+class Daemon:
+    """A heapprofd of our own on an abstract socket, for tests that need to reach it."""
+
+    def __init__(self, out_dir, *args):
+        self.address = "@hs-e2e-%d-%d" % (os.getpid(), int(time.time() * 1e6) % 10**9)
+        r, w = os.pipe()
+        self.proc = subprocess.Popen(
+            [DAEMON, "--socket", self.address, "--output", out_dir, "--ready-fd", str(w),
+             "--log", os.path.join(out_dir, "heapprofd.log")] + list(args),
+            pass_fds=(w,), env=clean_env())
+        RUNNING.append(self.proc)
+        os.close(w)
+        self.events = os.fdopen(r, "r")
+        assert self.events.readline().strip() == "ready"
+
+    def client_env(self, pid_filter=None):
+        env = clean_env()
+        env["LD_PRELOAD"] = CLIENT
+        env["HEAPSCOPE_PROFILE_SOCKET"] = self.address
+        return env
+
+    def next_event(self):
+        return self.events.readline().strip()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rest = self.events.read()
+        self.proc.wait(timeout=60)
+        return rest
+
+
+class ProfilerTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="hs-profile-")
+
+    def tearDown(self):
+        while RUNNING:
+            p = RUNNING.pop()
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+    def profile(self, *args, expect_rc=0, timeout=120):
+        proc = subprocess.run([CLI, "profile", "-o", self.dir] + list(args),
+                              capture_output=True, text=True, env=clean_env(), timeout=timeout)
+        self.assertEqual(proc.returncode, expect_rc, proc.stderr)
+        return proc
+
+    def final(self, pattern="hp_workload.*.final.pb.gz"):
+        files = glob.glob(os.path.join(self.dir, pattern))
+        self.assertEqual(len(files), 1, "profiles: %s" % os.listdir(self.dir))
+        return files[0]
+
+    # ---- Exact and sampled totals -----------------------------------------------------
+
+    def test_exact_at_interval_1(self):
+        plain = subprocess.run([WORKLOAD, "known"], capture_output=True, text=True,
+                               env=clean_env())
+        proc = self.profile("-i", "1", "--", WORKLOAD, "known")
+        self.assertEqual(proc.stdout, plain.stdout)  # the program computed the same
+        profile = self.final()
+        sites = {v: per_site(profile, v) for v in
+                 ("alloc_space", "alloc_objects", "inuse_space", "inuse_objects")}
+        for site, (ab, ao, ib, io) in KNOWN.items():
+            self.assertEqual(sites["alloc_space"].get(site), ab, site)
+            self.assertEqual(sites["alloc_objects"].get(site), ao, site)
+            self.assertEqual(sites["inuse_space"].get(site, 0), ib, site)
+            self.assertEqual(sites["inuse_objects"].get(site, 0), io, site)
+        # The realloc's first block came from known() itself and was freed by the realloc.
+        self.assertEqual(sites["alloc_space"].get("known"), 2000 * 100)
+        self.assertEqual(sites["inuse_space"].get("known", 0), 0)
+        text = comments(profile)
+        self.assertIn("buffer overran: no", text)
+
+    def test_sampled_at_4096_within_tolerance(self):
+        self.profile("--", WORKLOAD, "known")
+        profile = self.final()
+        sites = per_site(profile, "alloc_space")
+        total = sum(ab for ab, _, _, _ in KNOWN.values())
+        # Adaptive sampling may have raised the interval while the program's burst filled the
+        # buffer; the profile says how far.
+        m = re.search(r"largest in force: (\d+)", comments(profile))
+        interval = int(m.group(1))
+        self.assertGreaterEqual(interval, 4096)
+        for site, (ab, ao, _, _) in KNOWN.items():
+            # Each byte is sampled with probability 1/interval: the estimate's standard error
+            # is at most sqrt(bytes * interval). Five of them; blocks of at least the interval
+            # are always sampled, exactly.
+            exact = ab // ao >= interval
+            tolerance = 0 if exact else 5 * math.sqrt(ab * interval)
+            if ab >= total / 100:
+                self.assertLessEqual(abs(sites.get(site, 0) - ab), tolerance,
+                                     "%s: %s vs %d" % (site, sites.get(site), ab))
+
+    def test_short_lived_process_keeps_its_last_data(self):
+        self.profile("--", WORKLOAD, "short")
+        sites = per_site(self.final(), "inuse_space")
+        self.assertEqual(sites.get("site_short"), 3 * 50000)
+
+    def test_threads(self):
+        self.profile("-i", "1", "--", WORKLOAD, "threads", "8")
+        profile = self.final()
+        self.assertEqual(per_site(profile, "alloc_objects").get("site_thread"), 8 * 4000)
+        self.assertEqual(per_site(profile, "alloc_space").get("site_thread"), 8 * 4000 * 512)
+        self.assertEqual(per_site(profile, "inuse_space").get("site_thread", 0), 0)
+
+    def test_fork_child_is_not_profiled(self):
+        proc = self.profile("-i", "1", "--", WORKLOAD, "fork")
+        self.assertIn("fork done child_status=0", proc.stdout)
+        profile = self.final()
+        alloc = per_site(profile, "alloc_space")
+        inuse = per_site(profile, "inuse_space")
+        self.assertEqual(alloc.get("site_parent"), 1000 * 2000)
+        # The child freed its copies of the parent's blocks: the parent's stay in use.
+        self.assertEqual(inuse.get("site_parent"), 1000 * 2000)
+        self.assertNotIn("site_child", alloc)
+
+    def test_fork_followed(self):
+        self.profile("-i", "1", "--follow-children", "--", WORKLOAD, "fork")
+        profiles = glob.glob(os.path.join(self.dir, "hp_workload.*.final.pb.gz"))
+        self.assertEqual(len(profiles), 2, os.listdir(self.dir))
+        children = [p for p in profiles if "site_child" in per_site(p, "alloc_space")]
+        self.assertEqual(len(children), 1)
+        self.assertEqual(per_site(children[0], "alloc_space")["site_child"], 1000 * 3000)
+
+    def test_custom_heap(self):
+        self.profile("--", WORKLOAD, "custom")
+        pool = self.final("hp_workload.*.final.pool.pb.gz")
+        self.assertEqual(per_site(pool, "alloc_space").get("custom"), 1000 * 128)
+        self.assertEqual(per_site(pool, "inuse_space").get("custom"), 500 * 128)
+        self.assertIn("heap pool", comments(pool))
+
+    def test_android_dump_and_dump_at_max(self):
+        self.profile("-i", "1", "--android-dump", "--dump-at-max", "--", WORKLOAD, "known")
+        text = self.final("hp_workload.*.final.txt")
+        with open(text) as f:
+            self.assertEqual(f.readline().strip(), "Android Native Heap Dump v1.2")
+        # The report reads it: the same in-use bytes per site as the pprof profile.
+        pprof_inuse = per_site(self.final(), "inuse_space")
+        dump_inuse = per_site(text, "inuse_space")
+        for site in ("site_small", "site_large", "site_realloc"):
+            self.assertEqual(dump_inuse.get(site), pprof_inuse.get(site), site)
+        # At the peak, one aligned block was live and the medium ones were all freed.
+        at_max = per_site(self.final("hp_workload.*.max.pb.gz"), "inuse_space")
+        self.assertEqual(at_max.get("site_memalign"), 4096)
+        self.assertEqual(at_max.get("site_medium", 0), 0)
+        self.assertEqual(at_max.get("site_large"), 100 * 100000)
+
+    def test_continuous_dumps(self):
+        self.profile("--continuous", "200", "--", WORKLOAD, "serve", "1")
+        numbered = glob.glob(os.path.join(self.dir, "hp_workload.*.[0-9]*.pb.gz"))
+        self.assertGreaterEqual(len(numbered), 2, os.listdir(self.dir))
+        self.final()
+
+    # ---- Processes and daemons that go away ---------------------------------------------
+
+    def test_daemon_killed_program_finishes(self):
+        d = Daemon(self.dir)
+        plain = subprocess.run([WORKLOAD, "serve", "2"], capture_output=True, text=True)
+        prog = subprocess.Popen([WORKLOAD, "serve", "2"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=d.client_env())
+        self.assertEqual(d.next_event(), "connected %d" % prog.pid)
+        time.sleep(0.5)
+        d.proc.kill()
+        d.proc.wait()
+        out, err = prog.communicate(timeout=60)
+        self.assertEqual(prog.returncode, 0, err)
+        self.assertEqual(out.splitlines()[-1], plain.stdout.splitlines()[-1])
+        self.assertIn("heapprofd: profiling stopped: the profiler daemon went away", err)
+
+    def test_client_killed_daemon_serves_others(self):
+        d = Daemon(self.dir, "--interval", "1")
+        victim = subprocess.Popen([WORKLOAD, "serve", "30"], stdout=subprocess.PIPE,
+                                  env=d.client_env())
+        self.assertEqual(d.next_event(), "connected %d" % victim.pid)
+        time.sleep(0.3)
+        victim.kill()  # mid-write, most likely: it writes all the time at interval 1
+        victim.wait()
+        other = subprocess.Popen([WORKLOAD, "known"], stdout=subprocess.PIPE,
+                                 env=d.client_env())
+        other.communicate(timeout=60)
+        self.assertEqual(other.returncode, 0)
+        events = [d.next_event() for _ in range(3)]
+        d.stop()
+        self.assertIn("connected %d" % other.pid, events)
+        finished = [e for e in events if e.startswith("finished")]
+        self.assertEqual(len(finished), 2, events)
+        # The victim's profile was written, and the other's is exact.
+        victim_profile = glob.glob(os.path.join(self.dir, "hp_workload.%d.final.pb.gz"
+                                                % victim.pid))
+        self.assertEqual(len(victim_profile), 1)
+        self.assertGreater(per_site(victim_profile[0], "alloc_objects").get("site_serve", 0), 0)
+        other_profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % other.pid)
+        self.assertEqual(per_site(other_profile, "alloc_space")["site_medium"], 5000 * 1000)
+
+    def test_two_programs_at_once(self):
+        d = Daemon(self.dir, "--interval", "1")
+        progs = [subprocess.Popen([WORKLOAD, "threads", "4"], stdout=subprocess.PIPE,
+                                  env=d.client_env()) for _ in range(2)]
+        for p in progs:
+            p.wait(timeout=60)
+            self.assertEqual(p.returncode, 0)
+        d.stop()
+        for p in progs:
+            profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % p.pid)
+            self.assertEqual(per_site(profile, "alloc_objects").get("site_thread"), 4 * 4000)
+
+    def test_hostile_clients(self):
+        d = Daemon(self.dir)
+        # Not a client at all.
+        s = socket.socket(socket.AF_UNIX)
+        s.connect("\0" + d.address[1:])
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"x" * 100)
+        self.assertEqual(s.recv(4096)[8:12], b"\0\0\0\0")  # accepted = 0
+        s.close()
+        self.assertIn("not a heapscope profiler client", d.next_event())
+        # Descriptors of another process than the one that connects.
+        other = subprocess.Popen(["sleep", "30"])
+        RUNNING.append(other)
+        s = socket.socket(socket.AF_UNIX)
+        s.connect("\0" + d.address[1:])
+        fds = [os.open("/proc/%d/maps" % other.pid, os.O_RDONLY),
+               os.open("/proc/self/mem", os.O_RDONLY)]
+        hello = struct.pack("<IIiIQ", 0x52505348, 1, os.getpid(), 0, 0)
+        socket.send_fds(s, [hello], fds)
+        s.recv(4096)
+        s.close()
+        self.assertIn("are not the process's /proc maps and mem", d.next_event())
+        # A real handshake, then garbage in the shared buffer: the daemon gives up on this
+        # buffer only, and still serves a real program.
+        s = socket.socket(socket.AF_UNIX)
+        s.connect("\0" + d.address[1:])
+        fds = [os.open("/proc/self/maps", os.O_RDONLY), os.open("/proc/self/mem", os.O_RDONLY)]
+        socket.send_fds(s, [hello], fds)
+        msg, got, _, _ = socket.recv_fds(s, 4096, 1)
+        self.assertEqual(struct.unpack_from("<I", msg, 8)[0], 1, msg)
+        self.assertIn("connected %d" % os.getpid(), d.next_event())
+        import mmap
+        shared = mmap.mmap(got[0], os.fstat(got[0]).st_size)
+        shared[64:72] = struct.pack("<Q", 10**12)  # read_pos far beyond write_pos
+        shared[8:16] = struct.pack("<Q", 4096 * 3 + 5)  # write_pos: not a multiple of 8
+        shared[4096:4096 + 64] = os.urandom(64)
+        s.send(b"w")
+        good = subprocess.Popen([WORKLOAD, "known"], stdout=subprocess.PIPE, env=d.client_env())
+        good.communicate(timeout=60)
+        self.assertEqual(good.returncode, 0)
+        s.close()
+        rest = d.stop()
+        self.assertIn("finished %d" % good.pid, rest)
+        profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % good.pid)
+        self.assertIn("site_large", per_site(profile, "alloc_space"))
+        with open(os.path.join(self.dir, "heapprofd.log")) as f:
+            self.assertIn("stopped reading its buffer: corrupt", f.read())
+
+    # ---- Running processes ----------------------------------------------------------------
+
+    def start_dormant(self, seconds="60"):
+        env = clean_env()
+        env["LD_PRELOAD"] = CLIENT
+        prog = subprocess.Popen([WORKLOAD, "serve", seconds], stdout=subprocess.PIPE,
+                                text=True, env=env)
+        self.assertTrue(prog.stdout.readline().startswith("serving pid="))
+        return prog
+
+    def test_attach_to_running_process_twice(self):
+        prog = self.start_dormant()
+        try:
+            for round in (1, 2):
+                proc = self.profile("-p", str(prog.pid), "--duration", "1")
+                self.assertIn("profiling 1 process", proc.stderr)
+                profile = os.path.join(self.dir, "hp_workload.%d%s.final.pb.gz"
+                                       % (prog.pid, "" if round == 1 else "-2"))
+                self.assertGreater(per_site(profile, "alloc_objects").get("site_serve", 0), 0)
+                self.assertIn("session stopped by the daemon", comments(profile))
+                self.assertIsNone(prog.poll())  # still running, unharmed
+        finally:
+            prog.send_signal(signal.SIGTERM)
+            out, _ = prog.communicate(timeout=30)
+        self.assertEqual(prog.returncode, 0)
+        self.assertIn("serve done checksum_ok=1", out)
+
+    def test_attach_by_name_until_exit(self):
+        prog = self.start_dormant("2")
+        proc = self.profile("-n", "hp_workload")
+        self.assertIn("wrote", proc.stderr)
+        prog.wait(timeout=30)
+        self.final()
+
+    def test_attach_errors(self):
+        proc = self.profile("-p", "12x", expect_rc=2)
+        self.assertIn("'12x' is not a process id", proc.stderr)
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        proc = self.profile("-p", str(dead.pid), expect_rc=1)
+        self.assertIn("no process %d" % dead.pid, proc.stderr)
+        plain = subprocess.Popen(["sleep", "30"])
+        try:
+            proc = self.profile("-p", str(plain.pid), expect_rc=1)
+            self.assertIn("the profiler's client is not loaded in process %d" % plain.pid,
+                          proc.stderr)
+        finally:
+            plain.kill()
+            plain.wait()
+        proc = self.profile("-n", "no-such-program-here", expect_rc=1)
+        self.assertIn("no process named 'no-such-program-here'", proc.stderr)
+        proc = self.profile(expect_rc=2)
+        self.assertIn("give a program to run", proc.stderr)
+
+    def test_program_exit_status_and_missing_program(self):
+        proc = self.profile("--", "sh", "-c", "exit 7", expect_rc=7)
+        proc = self.profile("--", "/nonexistent/program", expect_rc=127)
+        self.assertIn("cannot run '/nonexistent/program'", proc.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
