@@ -53,8 +53,7 @@ bool heapscope_heap_report_alloc(uint32_t heap, uint64_t id, uint64_t size);
 
 /* Reports an allocation the caller sampled itself, standing for sampled_size bytes (an
  * allocator with its own sampling). Returns true when it was sent. */
-bool heapscope_heap_report_sample(uint32_t heap, uint64_t id, uint64_t size,
-                                  uint64_t sampled_size);
+bool heapscope_heap_report_sample(uint32_t heap, uint64_t id, uint64_t size, uint64_t sampled_size);
 
 /* Reports the free of id in heap (ignored unless its allocation was sampled). */
 void heapscope_heap_report_free(uint32_t heap, uint64_t id);
@@ -71,8 +70,7 @@ static inline uint32_t heapscope_heap_register_if_loaded(const char *name, uint6
     return fn ? fn(name, interval) : 0;
 }
 
-static inline bool heapscope_heap_report_alloc_if_loaded(uint32_t heap, uint64_t id,
-                                                         uint64_t size)
+static inline bool heapscope_heap_report_alloc_if_loaded(uint32_t heap, uint64_t id, uint64_t size)
 {
     typedef bool (*fn_t)(uint32_t, uint64_t, uint64_t);
     if (heap == 0)
@@ -81,8 +79,8 @@ static inline bool heapscope_heap_report_alloc_if_loaded(uint32_t heap, uint64_t
     return fn ? fn(heap, id, size) : false;
 }
 
-static inline bool heapscope_heap_report_sample_if_loaded(uint32_t heap, uint64_t id,
-                                                          uint64_t size, uint64_t sampled_size)
+static inline bool heapscope_heap_report_sample_if_loaded(uint32_t heap, uint64_t id, uint64_t size,
+                                                          uint64_t sampled_size)
 {
     typedef bool (*fn_t)(uint32_t, uint64_t, uint64_t, uint64_t);
     if (heap == 0)

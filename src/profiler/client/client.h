@@ -37,8 +37,8 @@ struct hs_client {
     uint64_t interval; /* the interval in force (adaptive sampling may raise it) */
     uint64_t base_interval, max_interval;
     uint64_t block_timeout_ns;
-    uint64_t seq;            /* mallocs and frees, one counter */
-    uint64_t last_adapt_ns;  /* when the interval last changed */
+    uint64_t seq;             /* mallocs and frees, one counter */
+    uint64_t last_adapt_ns;   /* when the interval last changed */
     uint64_t interval_raises; /* how often adaptive sampling raised it */
     struct hs_rb rb;
 };
@@ -51,8 +51,7 @@ extern __thread int hs_client_busy __attribute__((tls_model("initial-exec")));
 
 static inline bool hs_client_on(void)
 {
-    return __builtin_expect(__atomic_load_n(&hs_client.state, __ATOMIC_RELAXED) == HS_CLIENT_ON,
-                            0);
+    return __builtin_expect(__atomic_load_n(&hs_client.state, __ATOMIC_RELAXED) == HS_CLIENT_ON, 0);
 }
 
 /* Connects to the daemon at address and starts a session. Async-signal-safe. Returns 0, or

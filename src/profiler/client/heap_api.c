@@ -97,8 +97,8 @@ HS_EXPORT bool heapscope_heap_report_alloc(uint32_t heap, uint64_t id, uint64_t 
     if (!hs_client_on() || !valid_heap(heap))
         return false;
     struct custom_heap *h = &g_heaps[heap];
-    uint64_t interval = h->interval ? h->interval
-                                    : __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
+    uint64_t interval =
+        h->interval ? h->interval : __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
     hs_spin_lock(&h->lock);
     size_t sampled = hs_sampler_sample(&h->sampler, interval, size ? size : 1);
     hs_spin_unlock(&h->lock);

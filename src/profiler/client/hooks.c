@@ -123,8 +123,8 @@ void hs_client_record_free(uint32_t heap, uint64_t key)
 static __attribute__((noinline)) void sample_slow(void *p, size_t size, uint64_t interval)
 {
     size_t counted = size ? size : 1; /* malloc(0) counts as one byte: interval 1 sees it */
-    size_t sampled = counted >= interval ? size
-                                         : hs_sampler_sample_slow(&t_sampler, interval, counted);
+    size_t sampled =
+        counted >= interval ? size : hs_sampler_sample_slow(&t_sampler, interval, counted);
     if (sampled != 0 || counted >= interval)
         hs_client_record_sample(0, (uint64_t)(uintptr_t)p, size, sampled, interval);
 }

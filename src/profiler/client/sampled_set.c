@@ -75,9 +75,8 @@ bool hs_sampled_remove(uint64_t key)
         uint64_t v = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
         if (v == EMPTY)
             break;
-        if (v == key &&
-            __atomic_compare_exchange_n(slot, &v, TOMBSTONE, false, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED)) {
+        if (v == key && __atomic_compare_exchange_n(slot, &v, TOMBSTONE, false, __ATOMIC_RELAXED,
+                                                    __ATOMIC_RELAXED)) {
             counter_add(counter, -1);
             return true;
         }

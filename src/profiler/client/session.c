@@ -84,8 +84,8 @@ void hs_client_leave(void)
 void hs_client_detach(const char *why)
 {
     int on = HS_CLIENT_ON;
-    if (!__atomic_compare_exchange_n(&hs_client.state, &on, HS_CLIENT_OFF, false,
-                                     __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+    if (!__atomic_compare_exchange_n(&hs_client.state, &on, HS_CLIENT_OFF, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_RELAXED))
         return;
     /* shutdown, not close: another thread may be sending on the descriptor right now, and a
      * closed number could be reused by the program. The next session closes it. */
@@ -116,8 +116,8 @@ static void adapt_interval(void)
     uint64_t now = hs_client_now_ns();
     uint64_t last = __atomic_load_n(&hs_client.last_adapt_ns, __ATOMIC_RELAXED);
     if (now - last < (raise ? RAISE_EVERY_NS : LOWER_EVERY_NS) ||
-        !__atomic_compare_exchange_n(&hs_client.last_adapt_ns, &last, now, false,
-                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        !__atomic_compare_exchange_n(&hs_client.last_adapt_ns, &last, now, false, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
         return;
     uint64_t next = raise ? cur * 2 : cur / 2;
     if (next > hs_client.max_interval)
@@ -233,11 +233,10 @@ static const char *handshake(const char *address, char *buf, size_t cap)
     ssize_t n = rc == 0 ? hs_sock_recv(sock, &cfg, sizeof(cfg), &rb_fd, 1, &nfds) : -1;
     const char *err = NULL;
     if (n < 0) {
-        hs_format(buf, cap, "no answer from the profiler at %s: %s", address,
-                  hs_errno_text(errno));
+        hs_format(buf, cap, "no answer from the profiler at %s: %s", address, hs_errno_text(errno));
         err = buf;
     } else if ((size_t)n != sizeof(cfg) || cfg.magic != HS_HANDSHAKE_MAGIC ||
-             cfg.version != HS_HANDSHAKE_VERSION)
+               cfg.version != HS_HANDSHAKE_VERSION)
         err = "the profiler's answer is not one this client understands";
     else if (!cfg.accepted) {
         cfg.reason[sizeof(cfg.reason) - 1] = '\0';
