@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the libFuzzer targets and runs each one for SECONDS on a copy of its seed corpus.
 # Usage: fuzz/run.sh BUILD_DIR [SECONDS] [TARGET...]
-#   (TARGET: options, pprof, heap_dump, ring_buffer; default: all)
+#   (TARGET: options, pprof, heap_dump, ring_buffer, daemon_records; default: all)
 # The working corpus and any crash-*/leak-*/timeout-* artifacts go to BUILD_DIR/fuzz/, never
 # into the source tree. Exits non-zero when a fuzzer finds a problem.
 set -eu
@@ -12,7 +12,7 @@ fi
 build=$(cd "$1" && pwd)
 seconds=${2:-60}
 [ $# -ge 2 ] && shift 2 || shift 1
-targets=${*:-options pprof heap_dump ring_buffer}
+targets=${*:-options pprof heap_dump ring_buffer daemon_records}
 src=$(cd "$(dirname "$0")" && pwd)
 
 cmake --build "$build" --target fuzzers
