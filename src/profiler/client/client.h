@@ -28,8 +28,8 @@ enum { HS_CLIENT_OFF = 0, HS_CLIENT_ATTACHING = 1, HS_CLIENT_ON = 2 };
 #define HS_CLIENT_SIGNAL 36
 
 struct hs_client {
+    /* Read on every allocation call: kept apart from the counters the samples write. */
     int state;      /* HS_CLIENT_*; read on every allocation call */
-    int inflight;   /* writers using rb right now (a new session waits for 0) */
     int sock;       /* the daemon connection, -1 when none */
     int pid;        /* the pid the session belongs to */
     uint32_t flags; /* HS_CONFIG_* */
@@ -37,10 +37,12 @@ struct hs_client {
     uint64_t interval; /* the interval in force (adaptive sampling may raise it) */
     uint64_t base_interval, max_interval;
     uint64_t block_timeout_ns;
-    uint64_t seq;             /* mallocs and frees, one counter */
-    uint64_t last_adapt_ns;   /* when the interval last changed */
-    uint64_t interval_raises; /* how often adaptive sampling raised it */
     struct hs_rb rb;
+    /* Written by samples. */
+    int inflight __attribute__((aligned(64))); /* writers using rb (a new session waits for 0) */
+    uint64_t seq __attribute__((aligned(64))); /* mallocs and frees, one counter */
+    uint64_t last_adapt_ns __attribute__((aligned(64))); /* when the interval last changed */
+    uint64_t interval_raises;                            /* how often adaptive sampling raised it */
 };
 
 extern struct hs_client hs_client;

@@ -3,8 +3,8 @@
  *
  * Two levels. A counting filter of 64 Ki one-byte counters (64 KiB: stays in cache) indexed
  * by a hash of the address says "certainly not sampled" for almost every free with one load;
- * behind it an exact open-addressing table of addresses (1 Mi slots of 8 bytes, mapped lazily)
- * decides. Counters saturate at 255 and then stay there (a permanent "maybe"). A table that
+ * behind it an exact open-addressing table of addresses (256 Ki slots of 8 bytes, 2 MiB mapped
+ * lazily; room for about 100,000 live sampled blocks, some 400 MB of heap at 4096) decides. Counters saturate at 255 and then stay there (a permanent "maybe"). A table that
  * cannot place an address within HS_SAMPLED_SET_MAX_PROBE slots switches the set to
  * "overflowed": from then on every free is reported (the daemon ignores frees it does not
  * know), so no free of a sampled block is ever lost.
@@ -20,15 +20,18 @@
 #include <stdint.h>
 
 #define HS_SAMPLED_SET_FILTER_BITS 16
-#define HS_SAMPLED_SET_TABLE_BITS 20
+#define HS_SAMPLED_SET_TABLE_BITS 18
 #define HS_SAMPLED_SET_MAX_PROBE 128
 
 extern uint8_t hs_sampled_filter[1u << HS_SAMPLED_SET_FILTER_BITS];
 extern int hs_sampled_overflowed;
 
+/* The address's 16-byte granule modulo the filter size, not a hash: neighbouring blocks share
+ * filter lines, so a free touches a cache line that nearby frees touched too. Keys of custom
+ * heaps carry the heap number in their top bits, which this ignores: only a "maybe". */
 static inline uint32_t hs_sampled_filter_index(uint64_t key)
 {
-    return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64 - HS_SAMPLED_SET_FILTER_BITS));
+    return (uint32_t)(key >> 4) & ((1u << HS_SAMPLED_SET_FILTER_BITS) - 1);
 }
 
 /* The fast test: false when key was certainly never inserted (or was removed). */

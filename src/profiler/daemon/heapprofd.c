@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #define DRAIN_BATCH 4096
+#define POLL_SOON_MS 2 /* the buffer of a busy client is looked at this often */
 #define MAX_PROCESSES 1000
 #define STOP_DEADLINE_NS 10000000000ull /* stopping: at most 10 s to drain */
 
@@ -386,7 +387,7 @@ static void on_signal(struct daemon *d)
 static int run(struct daemon *d)
 {
     struct pollfd fds[MAX_PROCESSES + 2];
-    bool busy = false;
+    enum hs_drain_state need = HS_DRAIN_IDLE;
     for (;;) {
         uint64_t now = mono_ns();
         if (d->stopping && (d->num_procs == 0 || now >= d->stop_deadline)) {
@@ -394,7 +395,7 @@ static int run(struct daemon *d)
                 finish(d, d->num_procs - 1);
             return d->exit_code;
         }
-        int timeout = busy ? 1 : 100;
+        int timeout = need == HS_DRAIN_MORE ? 0 : need == HS_DRAIN_SOON ? POLL_SOON_MS : 100;
         if (d->continuous_ns != 0 && !d->stopping) {
             uint64_t left = d->next_continuous > now ? d->next_continuous - now : 0;
             if (left / 1000000 < (uint64_t)timeout)
@@ -417,10 +418,12 @@ static int run(struct daemon *d)
         if (fds[0].revents)
             accept_all(d);
 
-        busy = false;
-        for (size_t i = 0; i < d->num_procs; i++)
-            if (hs_process_drain(d->procs[i], DRAIN_BATCH))
-                busy = true;
+        need = HS_DRAIN_IDLE;
+        for (size_t i = 0; i < d->num_procs; i++) {
+            enum hs_drain_state s = hs_process_drain(d->procs[i], DRAIN_BATCH);
+            if (s > need)
+                need = s;
+        }
         for (size_t i = d->num_procs; i-- > 0;)
             if (hs_process_finished(d->procs[i]))
                 finish(d, i);

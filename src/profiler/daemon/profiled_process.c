@@ -27,6 +27,7 @@
 
 #define MAPS_REREAD_NS 500000000ull /* at most one re-read of the maps per 500 ms */
 #define STALL_AFTER_END_NS 200000000ull
+#define IDLE_BEFORE_PAUSE_NS 200000000ull /* poll, not sleep, for 200 ms after a record */
 #define MAX_PCS 256
 
 struct stats {
@@ -56,6 +57,7 @@ struct hs_profiled_process {
     uint8_t *scratch; /* a private copy of the record being applied */
     size_t scratch_cap;
     uint64_t start_ns, start_wall_ns;
+    uint64_t last_record_ns;
     bool client_gone, stopped, drained;
     enum hs_rb_status broken;
     char stop_reason[128];
@@ -406,10 +408,11 @@ static void apply(struct hs_profiled_process *p, const void *data, size_t len)
     }
 }
 
-bool hs_process_drain(struct hs_profiled_process *p, size_t max)
+enum hs_drain_state hs_process_drain(struct hs_profiled_process *p, size_t max)
 {
     if (p->broken != HS_RB_OK || p->drained)
-        return false;
+        return HS_DRAIN_IDLE;
+    size_t applied = 0;
     for (size_t i = 0; i < max; i++) {
         struct hs_rb_record rec;
         enum hs_rb_status st = hs_rb_peek(&p->rb, &rec);
@@ -424,25 +427,32 @@ bool hs_process_drain(struct hs_profiled_process *p, size_t max)
             memcpy(p->scratch, rec.data, len); /* the client may still write there */
             hs_rb_consume(&p->rb);
             apply(p, p->scratch, len);
+            applied++;
             continue;
         }
         if (st == HS_RB_EMPTY) {
             if (p->client_gone || p->stopped) {
                 p->drained = true;
-                return false;
+                return HS_DRAIN_IDLE;
             }
+            uint64_t now = mono_ns();
+            if (applied > 0)
+                p->last_record_ns = now;
+            if (now - p->last_record_ns < IDLE_BEFORE_PAUSE_NS)
+                return HS_DRAIN_SOON;
             if (hs_rb_reader_pause(&p->rb))
-                return false;
+                return HS_DRAIN_IDLE;
             continue;
         }
         if (st == HS_RB_PENDING)
-            return true;
+            return HS_DRAIN_MORE;
         p->broken = st;
         hs_log("pid %d (%s): stopped reading its buffer: %s", (int)p->pid, p->program,
                hs_rb_status_text(st));
-        return false;
+        return HS_DRAIN_IDLE;
     }
-    return true;
+    p->last_record_ns = mono_ns();
+    return HS_DRAIN_MORE;
 }
 
 void hs_process_stop(struct hs_profiled_process *p, const char *why)

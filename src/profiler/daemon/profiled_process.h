@@ -58,10 +58,17 @@ pid_t hs_process_pid(const struct hs_profiled_process *p);
 /* Reads what arrived on the socket: wake-up bytes, or the end of the connection. */
 void hs_process_on_socket(struct hs_profiled_process *p);
 
-/* Applies up to max records. Returns true when more may be waiting right now (call again
- * soon), false when the buffer is empty and the reader marked itself paused (poll the
- * socket). */
-bool hs_process_drain(struct hs_profiled_process *p, size_t max);
+/* What the buffer needs next, after a drain. */
+enum hs_drain_state {
+    HS_DRAIN_IDLE, /* the reader sleeps (marked paused): wait for the socket */
+    HS_DRAIN_SOON, /* empty, but records came recently: look again in a few ms */
+    HS_DRAIN_MORE, /* more records, or one being written: look again at once */
+};
+
+/* Applies up to max records. While records keep coming the reader polls the buffer every few
+ * milliseconds instead of sleeping: a sleeping reader costs the client a wake-up (a system
+ * call) per record, the largest part of its cost when samples are rare. */
+enum hs_drain_state hs_process_drain(struct hs_profiled_process *p, size_t max);
 
 /* Stops the session from the daemon's side: the client sees its buffer shut down and stops
  * writing; what it published is still drained. */
