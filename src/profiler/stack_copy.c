@@ -24,9 +24,29 @@ uintptr_t hs_stack_end(uintptr_t sp)
     return m.end;
 }
 
-size_t hs_stack_copy(uintptr_t sp, void *dst, size_t cap)
+/* Where _start found argc (ld.so's); the main thread's frames are all below it. */
+extern void *__libc_stack_end;
+
+/* A variable in this thread's static TLS, which glibc puts at the top of a thread's stack
+ * mapping, above its frames (on the main thread it is elsewhere). */
+static __thread char t_tls_marker __attribute__((tls_model("initial-exec")));
+
+uintptr_t hs_stack_frames_end(uintptr_t sp)
 {
     uintptr_t end = hs_stack_end(sp);
+    /* A little above the limit: the outermost frame's CFA may be a word or two past it. */
+    uintptr_t main_top = (uintptr_t)__libc_stack_end + 64;
+    uintptr_t tls = (uintptr_t)&t_tls_marker;
+    if (main_top > sp && main_top < end)
+        return main_top;
+    if (tls > sp && tls < end)
+        return tls;
+    return end;
+}
+
+size_t hs_stack_copy(uintptr_t sp, void *dst, size_t cap)
+{
+    uintptr_t end = hs_stack_frames_end(sp);
     if (end <= sp)
         return 0;
     size_t n = end - sp < cap ? (size_t)(end - sp) : cap;

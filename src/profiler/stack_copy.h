@@ -3,11 +3,16 @@
  * A sample carries the registers (HS_UNWIND_CAPTURE_REGS, unwinder.h) and the bytes of the
  * stack from the stack pointer up to the end of the thread's stack (capped), which the daemon
  * unwinds (hs_unwind). The end of the stack is the end of the memory mapping that holds the
- * stack pointer: the main thread's [stack], another glibc thread's mmap'd stack (whose top
- * also holds its TLS and thread descriptor: a few KiB more, harmless). It is found once per
- * thread with /proc/self/maps (raw system calls, no malloc: this runs inside malloc) and kept
- * in thread-local storage; a stack pointer outside the cached range (an alternate signal
- * stack) is looked up again and not cached.
+ * stack pointer: the main thread's [stack], another glibc thread's mmap'd stack. It is found
+ * once per thread with /proc/self/maps (raw system calls, no malloc: this runs inside malloc)
+ * and kept in thread-local storage; a stack pointer outside the cached range (an alternate
+ * signal stack) is looked up again and not cached.
+ *
+ * Not all of that holds frames: the top of the main thread's stack holds the program's
+ * arguments, environment and auxiliary vector (above __libc_stack_end, where _start found
+ * them), and the top of another thread's mapping its TLS and thread descriptor (above the
+ * thread's static TLS). Copying them costs a few KiB per sample and tells the unwinder
+ * nothing, so hs_stack_copy stops below them.
  */
 #ifndef HEAPSCOPE_PROFILER_STACK_COPY_H
 #define HEAPSCOPE_PROFILER_STACK_COPY_H
@@ -18,8 +23,13 @@
 /* The end (one past the last byte) of the stack holding sp, or 0 when sp is in no mapping. */
 uintptr_t hs_stack_end(uintptr_t sp);
 
-/* Copies the stack from sp up to its end, at most cap bytes, to dst. Returns the bytes copied
- * (0 when the stack could not be found). Async-signal-safe. */
+/* Where the frames of the stack holding sp end: hs_stack_end(sp), lowered to just above
+ * __libc_stack_end on the main thread's stack and to this thread's static TLS on a thread
+ * stack that holds it. 0 when sp is in no mapping. */
+uintptr_t hs_stack_frames_end(uintptr_t sp);
+
+/* Copies the stack from sp up to where its frames end, at most cap bytes, to dst. Returns the
+ * bytes copied (0 when the stack could not be found). Async-signal-safe. */
 size_t hs_stack_copy(uintptr_t sp, void *dst, size_t cap);
 
 #endif

@@ -49,7 +49,7 @@ static __attribute__((noinline)) void write_malloc_record(uint32_t heap, uint64_
     memset(&f.rec, 0, sizeof(f.rec));
     HS_UNWIND_CAPTURE_REGS(&f.rec.regs);
     uintptr_t sp = (uintptr_t)f.rec.regs.rsp;
-    uintptr_t end = hs_stack_end(sp);
+    uintptr_t end = hs_stack_frames_end(sp);
     size_t stack_len = end > sp ? (size_t)(end - sp) : 0;
     /* One record takes at most a quarter of the buffer, so that writers never starve. */
     size_t cap = hs_client.rb.size / 4 - sizeof(f.rec);

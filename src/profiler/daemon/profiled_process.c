@@ -36,6 +36,8 @@ struct stats {
     uint64_t unwinds[HS_UNWIND_BAD_FRAME + 1]; /* by enum hs_unwind_stop */
     uint64_t maps_reads;
     uint64_t max_record_interval;
+    uint64_t unwind_ns, bookkeeping_ns; /* time spent on samples, for the statistics */
+    uint64_t stack_bytes;               /* stack copied by the client, all samples */
     uint64_t dumps;
 };
 
@@ -373,15 +375,20 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
 {
     uintptr_t pcs[MAX_PCS];
     struct hs_unwind_result res;
+    uint64_t t0 = mono_ns();
     size_t n = hs_unwind(p->unwinder, &m->regs, stack, m->stack_len, pcs, MAX_PCS, &res);
-    if (res.stop == HS_UNWIND_UNKNOWN_MAP && mono_ns() - p->maps_read_ns >= MAPS_REREAD_NS &&
+    if (res.stop == HS_UNWIND_UNKNOWN_MAP && t0 - p->maps_read_ns >= MAPS_REREAD_NS &&
         read_maps(p) == 0)
         n = hs_unwind(p->unwinder, &m->regs, stack, m->stack_len, pcs, MAX_PCS, &res);
+    uint64_t t1 = mono_ns();
     p->st.unwinds[res.stop]++;
     p->st.mallocs++;
     if (m->interval > p->st.max_record_interval)
         p->st.max_record_interval = m->interval;
     hs_tracker_malloc(p->tracker, m->heap, m->seq, m->addr, m->size, m->sampled, pcs, n, m->ts_ns);
+    p->st.unwind_ns += t1 - t0;
+    p->st.stack_bytes += m->stack_len;
+    p->st.bookkeeping_ns += mono_ns() - t1;
 }
 
 static void apply(struct hs_profiled_process *p, const void *data, size_t len)
@@ -481,7 +488,7 @@ size_t hs_process_memory(const struct hs_profiled_process *p)
 
 /* ---- Dumps -------------------------------------------------------------------------------- */
 
-#define MAX_COMMENTS 12
+#define MAX_COMMENTS 14
 #define COMMENT_LEN 200
 
 static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMMENT_LEN])
@@ -519,6 +526,13 @@ static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMME
              (unsigned long long)s->unwinds[HS_UNWIND_NO_INFO],
              (unsigned long long)s->unwinds[HS_UNWIND_BAD_FRAME]);
     snprintf(c[n++], COMMENT_LEN, "maps read: %llu times", (unsigned long long)s->maps_reads);
+    if (s->mallocs > 0)
+        snprintf(c[n++], COMMENT_LEN,
+                 "per sample (mean): %.0f bytes of stack copied, daemon %.2f us unwinding and "
+                 "%.2f us bookkeeping",
+                 (double)s->stack_bytes / (double)s->mallocs,
+                 (double)s->unwind_ns / 1000.0 / (double)s->mallocs,
+                 (double)s->bookkeeping_ns / 1000.0 / (double)s->mallocs);
     if (p->cfg->flags & HS_CONFIG_BLOCK_CLIENT)
         snprintf(c[n++], COMMENT_LEN,
                  "buffer overran: no (blocking: writers waited for room %llu times), lock waits "
