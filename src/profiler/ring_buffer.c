@@ -140,10 +140,12 @@ int hs_rb_attach(struct hs_rb *rb, int fd)
 
 void hs_rb_destroy(struct hs_rb *rb)
 {
-    if (rb->map_base)
+    /* A zeroed struct has fd 0, which is not ours: only a mapped buffer owns its fd. */
+    if (rb->map_base) {
         munmap(rb->map_base, rb->map_len);
-    if (rb->fd >= 0)
-        close(rb->fd);
+        if (rb->fd >= 0)
+            close(rb->fd);
+    }
     memset(rb, 0, sizeof(*rb));
     rb->fd = -1;
 }

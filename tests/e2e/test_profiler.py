@@ -366,6 +366,12 @@ class ProfilerTest(unittest.TestCase):
         proc = self.profile(expect_rc=2)
         self.assertIn("give a program to run", proc.stderr)
 
+    def test_program_keeps_its_descriptors(self):
+        proc = subprocess.run([CLI, "profile", "-q", "-o", self.dir, "--", "wc", "-c"],
+                              input="hello\n", capture_output=True, text=True, env=clean_env())
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.strip(), "6")
+
     def test_program_exit_status_and_missing_program(self):
         proc = self.profile("--", "sh", "-c", "exit 7", expect_rc=7)
         proc = self.profile("--", "/nonexistent/program", expect_rc=127)

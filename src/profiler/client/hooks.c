@@ -41,7 +41,7 @@ static void fill_malloc(void *dst, void *arg)
 
 /* Captures this thread's registers and stack and writes the sample. noinline: the capture
  * point and the copied stack must belong to this frame, which stays alive during the copy. */
-static __attribute__((noinline)) void write_malloc_record(uint32_t heap, uint64_t seq,
+static __attribute__((noinline)) bool write_malloc_record(uint32_t heap, uint64_t seq,
                                                           uint64_t addr, uint64_t size,
                                                           uint64_t sampled, uint64_t interval)
 {
@@ -68,7 +68,7 @@ static __attribute__((noinline)) void write_malloc_record(uint32_t heap, uint64_
     f.rec.tid = hs_client_tid();
     f.rec.stack_len = (uint32_t)stack_len;
     f.stack = (const void *)sp;
-    hs_client_write(sizeof(f.rec) + stack_len, false, fill_malloc, &f);
+    return hs_client_write(sizeof(f.rec) + stack_len, false, fill_malloc, &f);
 }
 
 static void fill_free(void *dst, void *arg)
@@ -99,8 +99,10 @@ void hs_client_record_sample(uint32_t heap, uint64_t key, uint64_t size, uint64_
         return;
     hs_client_busy = 1;
     if (hs_client_enter()) {
-        hs_sampled_insert(key);
-        write_malloc_record(heap, hs_client_next_seq(), key, size, sampled, interval);
+        /* Into the set once written (a dropped sample's free is not worth a record); the block
+         * is not the program's until we return, so its free cannot come first. */
+        if (write_malloc_record(heap, hs_client_next_seq(), key, size, sampled, interval))
+            hs_sampled_insert(key);
         hs_client_leave();
     }
     hs_client_busy = 0;

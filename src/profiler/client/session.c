@@ -45,7 +45,7 @@
 #define RAISE_EVERY_NS 10000000ull /* adaptive sampling: at most one raise per 10 ms */
 #define LOWER_EVERY_NS 200000000ull
 
-struct hs_client hs_client = {.sock = -1};
+struct hs_client hs_client = {.sock = -1, .rb = {.fd = -1}};
 
 static char g_address[ADDRESS_MAX]; /* HEAPSCOPE_PROFILE_SOCKET */
 static int g_follow;
@@ -104,21 +104,31 @@ static bool daemon_gone(void)
 
 /* Adaptive sampling: doubles the interval while the buffer is over half full, and halves it
  * back towards the configured one once the daemon has caught up. Each sample carries the
- * interval it was drawn with, so the profile stays unbiased. */
-static void adapt_interval(void)
+ * interval it was drawn with, so the profile stays unbiased. Returns false when the session
+ * ended. */
+static bool adapt_interval(void)
 {
     uint64_t used = hs_rb_used(&hs_client.rb), size = hs_client.rb.size;
     uint64_t cur = __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
-    bool raise = used > size / 2 && cur < hs_client.max_interval;
+    bool backlog = used > size / 2;
+    bool raise = backlog && cur < hs_client.max_interval;
     bool lower = used < size / 8 && cur > hs_client.base_interval;
-    if (!raise && !lower)
-        return;
+    if (!backlog && !lower)
+        return true;
     uint64_t now = hs_client_now_ns();
     uint64_t last = __atomic_load_n(&hs_client.last_adapt_ns, __ATOMIC_RELAXED);
-    if (now - last < (raise ? RAISE_EVERY_NS : LOWER_EVERY_NS) ||
+    if (now - last < (backlog ? RAISE_EVERY_NS : LOWER_EVERY_NS) ||
         !__atomic_compare_exchange_n(&hs_client.last_adapt_ns, &last, now, false, __ATOMIC_RELAXED,
                                      __ATOMIC_RELAXED))
-        return;
+        return true;
+    /* A backlog can mean that the daemon died: then nothing drains the buffer any more, and
+     * with a raised interval it may take long to fill up. */
+    if (backlog && daemon_gone()) {
+        hs_client_detach("the profiler daemon went away");
+        return false;
+    }
+    if (!raise && !lower)
+        return true;
     uint64_t next = raise ? cur * 2 : cur / 2;
     if (next > hs_client.max_interval)
         next = hs_client.max_interval;
@@ -127,6 +137,7 @@ static void adapt_interval(void)
     __atomic_store_n(&hs_client.interval, next, __ATOMIC_RELAXED);
     if (raise)
         __atomic_add_fetch(&hs_client.interval_raises, 1, __ATOMIC_RELAXED);
+    return true;
 }
 
 static void wake_daemon(void)
@@ -140,8 +151,8 @@ static void wake_daemon(void)
 bool hs_client_write(size_t len, bool must_deliver, void (*fill)(void *dst, void *arg), void *arg)
 {
     struct hs_rb *rb = &hs_client.rb;
-    if (hs_client.flags & HS_CONFIG_ADAPTIVE)
-        adapt_interval();
+    if ((hs_client.flags & HS_CONFIG_ADAPTIVE) && !adapt_interval())
+        return false;
     bool wait = must_deliver || (hs_client.flags & HS_CONFIG_BLOCK_CLIENT);
     uint64_t deadline = 0;
     struct hs_rb_reservation res;

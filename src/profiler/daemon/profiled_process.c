@@ -311,6 +311,8 @@ struct hs_profiled_process *hs_process_accept(int sock, const struct hs_daemon_c
         return NULL;
     }
     hs_tracker_set_heap(p->tracker, 0, "libc.malloc", cfg->interval);
+    /* Now, while the client waits for the answer: a short-lived one may be gone right after. */
+    read_program_name(p->pid, p->program, sizeof(p->program));
 
     struct hs_config c;
     memset(&c, 0, sizeof(c));
@@ -328,7 +330,6 @@ struct hs_profiled_process *hs_process_accept(int sock, const struct hs_daemon_c
         return NULL;
     }
     fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) | O_NONBLOCK);
-    read_program_name(p->pid, p->program, sizeof(p->program));
     p->session = next_session_number(p->pid);
     int on_disk = sessions_on_disk(cfg->out_dir, p->program, p->pid);
     if (p->session <= on_disk)
