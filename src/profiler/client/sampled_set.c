@@ -8,7 +8,8 @@
 #define EMPTY 0u
 #define TOMBSTONE 1u /* a removed key: probing goes on past it */
 
-uint8_t hs_sampled_filter[1u << HS_SAMPLED_SET_FILTER_BITS];
+uint8_t hs_sampled_near[1u << HS_SAMPLED_SET_FILTER_BITS];
+uint8_t hs_sampled_far[1u << HS_SAMPLED_SET_FILTER_BITS];
 int hs_sampled_overflowed;
 static uint64_t *g_slots;
 
@@ -46,8 +47,9 @@ static void counter_add(uint8_t *c, int delta)
 
 void hs_sampled_insert(uint64_t key)
 {
-    /* The counter first: a free of key may test it as soon as the block is handed out. */
-    counter_add(&hs_sampled_filter[hs_sampled_filter_index(key)], 1);
+    /* The counters first: a free of key may test them as soon as the block is handed out. */
+    counter_add(&hs_sampled_near[hs_sampled_near_index(key)], 1);
+    counter_add(&hs_sampled_far[hs_sampled_far_index(key)], 1);
     if (g_slots == NULL)
         return;
     uint32_t i = slot_index(key);
@@ -66,8 +68,10 @@ void hs_sampled_insert(uint64_t key)
 bool hs_sampled_remove(uint64_t key)
 {
     bool overflowed = __atomic_load_n(&hs_sampled_overflowed, __ATOMIC_RELAXED) != 0;
-    uint8_t *counter = &hs_sampled_filter[hs_sampled_filter_index(key)];
-    if (g_slots == NULL || __atomic_load_n(counter, __ATOMIC_RELAXED) == 0)
+    uint8_t *near = &hs_sampled_near[hs_sampled_near_index(key)];
+    uint8_t *far = &hs_sampled_far[hs_sampled_far_index(key)];
+    if (g_slots == NULL || __atomic_load_n(near, __ATOMIC_RELAXED) == 0 ||
+        __atomic_load_n(far, __ATOMIC_RELAXED) == 0)
         return overflowed;
     uint32_t i = slot_index(key);
     for (unsigned probe = 0; probe < HS_SAMPLED_SET_MAX_PROBE; probe++) {
@@ -77,7 +81,8 @@ bool hs_sampled_remove(uint64_t key)
             break;
         if (v == key && __atomic_compare_exchange_n(slot, &v, TOMBSTONE, false, __ATOMIC_RELAXED,
                                                     __ATOMIC_RELAXED)) {
-            counter_add(counter, -1);
+            counter_add(near, -1);
+            counter_add(far, -1);
             return true;
         }
     }
@@ -86,7 +91,8 @@ bool hs_sampled_remove(uint64_t key)
 
 void hs_sampled_set_reset(void)
 {
-    memset(hs_sampled_filter, 0, sizeof(hs_sampled_filter));
+    memset(hs_sampled_near, 0, sizeof(hs_sampled_near));
+    memset(hs_sampled_far, 0, sizeof(hs_sampled_far));
     __atomic_store_n(&hs_sampled_overflowed, 0, __ATOMIC_RELAXED);
     if (g_slots != NULL)
         madvise(g_slots, TABLE_SLOTS * sizeof(uint64_t), MADV_DONTNEED); /* back to zeroes */

@@ -332,23 +332,11 @@ static void stop_all(struct daemon *d, const char *why)
 
 /* ---- Guardrails -------------------------------------------------------------------------- */
 
-static uint64_t resident_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "re");
-    unsigned long long size = 0, resident = 0;
-    if (f != NULL) {
-        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 static void check_guardrails(struct daemon *d)
 {
     char why[160];
     if (d->max_memory != 0) {
-        uint64_t rss = resident_bytes();
+        uint64_t rss = hs_daemon_resident_bytes();
         if (rss > d->max_memory) {
             snprintf(why, sizeof(why), "guardrail: the daemon's memory (%llu MiB) passed %llu MiB",
                      (unsigned long long)(rss >> 20), (unsigned long long)(d->max_memory >> 20));

@@ -490,6 +490,19 @@ size_t hs_process_memory(const struct hs_profiled_process *p)
 /* ---- Dumps -------------------------------------------------------------------------------- */
 
 #define MAX_COMMENTS 14
+
+/* The daemon's resident memory, from /proc/self/statm. */
+uint64_t hs_daemon_resident_bytes(void)
+{
+    unsigned long long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (f != NULL) {
+        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
 #define COMMENT_LEN 200
 
 static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMMENT_LEN])
@@ -555,8 +568,10 @@ static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMME
              "reordered %llu",
              (unsigned long long)ts.callsites, (unsigned long long)ts.live_blocks,
              (unsigned long long)ts.frees_unknown, (unsigned long long)ts.frees_reordered);
-    snprintf(c[n++], COMMENT_LEN, "daemon memory for this process: %zu KiB",
-             hs_process_memory(p) / 1024);
+    snprintf(c[n++], COMMENT_LEN,
+             "daemon memory: %zu KiB of bookkeeping for this process, %llu KiB resident in "
+             "all (shared buffers and symbol tables included)",
+             hs_process_memory(p) / 1024, (unsigned long long)(hs_daemon_resident_bytes() >> 10));
     return n;
 }
 
@@ -633,10 +648,12 @@ static int dump_label(struct hs_profiled_process *p, const char *label, bool at_
         char base[PATH_MAX], path[PATH_MAX + 16];
         base_name(p, label, heap, base, sizeof(base));
         snprintf(path, sizeof(path), "%s.pb.gz", base);
+        uint64_t t0 = mono_ns();
         if (write_file(p, heap, path, &meta, false) != 0) {
             rc = -1;
         } else {
-            hs_log("pid %d (%s): wrote %s", (int)p->pid, p->program, path);
+            hs_log("pid %d (%s): wrote %s in %llu ms", (int)p->pid, p->program, path,
+                   (unsigned long long)((mono_ns() - t0) / 1000000));
             if (heap == 0 && !at_peak)
                 memcpy(p->last_profile, path, sizeof(p->last_profile));
         }

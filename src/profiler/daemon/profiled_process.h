@@ -90,4 +90,7 @@ size_t hs_process_memory(const struct hs_profiled_process *p);
 
 void hs_process_free(struct hs_profiled_process *p);
 
+/* The daemon's resident memory in bytes (0 when unknown). */
+uint64_t hs_daemon_resident_bytes(void);
+
 #endif
