@@ -265,6 +265,31 @@ class ProfilerTest(unittest.TestCase):
             profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % p.pid)
             self.assertEqual(per_site(profile, "alloc_objects").get("site_thread"), 4 * 4000)
 
+    def test_dump_on_demand_and_memory_guardrail(self):
+        d = Daemon(self.dir, "--max-memory", "1")
+        prog = subprocess.Popen([WORKLOAD, "serve", "30"], stdout=subprocess.PIPE, text=True,
+                                env=d.client_env())
+        RUNNING.append(prog)
+        self.assertEqual(d.next_event(), "connected %d" % prog.pid)
+        time.sleep(0.3)
+        d.proc.send_signal(signal.SIGUSR1)  # a numbered dump now
+        # The daemon's own memory is far above 1 MiB: at its first check (within a second)
+        # it stops the session with a final profile and exits with status 3.
+        rest = d.events.read()
+        self.assertEqual(d.proc.wait(timeout=30), 3)
+        self.assertIn("finished %d" % prog.pid, rest)
+        numbered = os.path.join(self.dir, "hp_workload.%d.1.pb.gz" % prog.pid)
+        self.assertGreater(per_site(numbered, "alloc_objects").get("site_serve", 0), 0)
+        final = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % prog.pid)
+        self.assertRegex(comments(final), r"session stopped by the daemon: guardrail: the "
+                         r"daemon's memory \(\d+ MiB\) passed 1 MiB")
+        # The program runs on, unprofiled, and finishes normally.
+        self.assertIsNone(prog.poll())
+        prog.send_signal(signal.SIGTERM)
+        out, _ = prog.communicate(timeout=30)
+        self.assertEqual(prog.returncode, 0)
+        self.assertIn("serve done checksum_ok=1", out)
+
     def test_hostile_clients(self):
         d = Daemon(self.dir)
         # Not a client at all.
