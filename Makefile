@@ -34,6 +34,7 @@ bench: deps
 	@sh bench/run.sh $(BUILD)
 	@sh bench/leaks.sh $(BUILD)
 	@sh bench/report.sh $(BUILD)
+	@sh bench/profile.sh $(BUILD)
 
 fuzz: deps
 	$(MAKE) build
