@@ -131,19 +131,29 @@ static __attribute__((noinline)) void sample_slow(void *p, size_t size, uint64_t
         hs_client_record_sample(0, (uint64_t)(uintptr_t)p, size, sampled, interval);
 }
 
-/* After a successful allocation of size bytes at p, while ON. */
+/* While ON, before an allocation of size bytes: counts it down and says whether it is to be
+ * sampled (the countdown ran out, or it is at least one interval big). Sampling decides on
+ * the size asked for, so the allocation itself needs no frame of ours unless it is sampled. */
+static inline bool sample_due(size_t size, uint64_t interval)
+{
+    size_t counted = size ? size : 1;
+    if (__builtin_expect(counted >= interval, 0))
+        return true;
+    t_sampler.countdown -= (int64_t)counted;
+    return __builtin_expect(t_sampler.countdown <= 0, 0);
+}
+
+static inline uint64_t current_interval(void)
+{
+    return __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
+}
+
+/* After realloc (whose free part needs a frame anyway): the countdown and the sample. */
 static inline void after_alloc(void *p, size_t size)
 {
-    if (p == NULL)
-        return;
-    uint64_t interval = __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
-    size_t counted = size ? size : 1;
-    if (__builtin_expect(counted < interval, 1)) {
-        t_sampler.countdown -= (int64_t)counted;
-        if (__builtin_expect(t_sampler.countdown > 0, 1))
-            return;
-    }
-    sample_slow(p, size, interval);
+    uint64_t interval = current_interval();
+    if (sample_due(size, interval) && p != NULL)
+        sample_slow(p, size, interval);
 }
 
 static __attribute__((noinline)) void free_slow(void *p)
@@ -154,22 +164,25 @@ static __attribute__((noinline)) void free_slow(void *p)
 
 /* ---- The exported functions ---------------------------------------------------------------- */
 
-/* Each is one load, one compare and a tail jump to glibc while the client is OFF; the work of
- * the ON state is out of line, so that the OFF path needs no stack frame. */
-#define ON_PATH static __attribute__((noinline))
+/* While the client is OFF, and for every allocation it does not sample, each function is one
+ * or two loads and compares, a subtraction, and a tail jump to glibc: no stack frame. Only a
+ * sampled allocation goes through an out-of-line *_sampled function. */
+#define SAMPLED_PATH static __attribute__((noinline))
 
-ON_PATH void *malloc_on(size_t size)
+SAMPLED_PATH void *malloc_sampled(size_t size, uint64_t interval)
 {
     void *p = __libc_malloc(size);
-    after_alloc(p, size);
+    if (p != NULL)
+        sample_slow(p, size, interval);
     return p;
 }
 
 HS_EXPORT void *malloc(size_t size)
 {
-    if (!hs_client_on())
+    uint64_t interval;
+    if (!hs_client_on() || !sample_due(size, interval = current_interval()))
         return __libc_malloc(size);
-    return malloc_on(size);
+    return malloc_sampled(size, interval);
 }
 
 HS_EXPORT void free(void *p)
@@ -181,21 +194,26 @@ HS_EXPORT void free(void *p)
     __libc_free(p);
 }
 
-ON_PATH void *calloc_on(size_t nmemb, size_t size)
+SAMPLED_PATH void *calloc_sampled(size_t nmemb, size_t size, uint64_t interval)
 {
     void *p = __libc_calloc(nmemb, size);
-    after_alloc(p, nmemb * size); /* a product that overflows made calloc fail */
+    if (p != NULL)
+        sample_slow(p, nmemb * size, interval);
     return p;
 }
 
 HS_EXPORT void *calloc(size_t nmemb, size_t size)
 {
-    if (!hs_client_on())
+    size_t total;
+    uint64_t interval;
+    /* A product that overflows makes calloc fail: nothing to sample. */
+    if (!hs_client_on() || __builtin_mul_overflow(nmemb, size, &total) ||
+        !sample_due(total, interval = current_interval()))
         return __libc_calloc(nmemb, size);
-    return calloc_on(nmemb, size);
+    return calloc_sampled(nmemb, size, interval);
 }
 
-ON_PATH void *realloc_on(void *p, size_t size)
+SAMPLED_PATH void *realloc_on(void *p, size_t size)
 {
     uint64_t key = (uint64_t)(uintptr_t)p;
     bool was_sampled = p != NULL && hs_sampled_maybe(key) && hs_sampled_remove(key);
@@ -214,7 +232,8 @@ ON_PATH void *realloc_on(void *p, size_t size)
             hs_client_busy = 0;
         }
     }
-    after_alloc(q, size);
+    if (q != NULL || size == 0)
+        after_alloc(q, size);
     return q;
 }
 
@@ -235,67 +254,62 @@ HS_EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
     return realloc(p, total);
 }
 
-ON_PATH void *memalign_on(size_t alignment, size_t size)
+SAMPLED_PATH void *memalign_sampled(size_t alignment, size_t size, uint64_t interval)
 {
     void *p = __libc_memalign(alignment, size);
-    after_alloc(p, size);
+    if (p != NULL)
+        sample_slow(p, size, interval);
     return p;
 }
 
 HS_EXPORT void *memalign(size_t alignment, size_t size)
 {
-    if (!hs_client_on())
+    uint64_t interval;
+    if (!hs_client_on() || !sample_due(size, interval = current_interval()))
         return __libc_memalign(alignment, size);
-    return memalign_on(alignment, size);
+    return memalign_sampled(alignment, size, interval);
 }
 
 HS_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
     /* glibc 2.36's aligned_alloc is memalign */
-    if (!hs_client_on())
-        return __libc_memalign(alignment, size);
-    return memalign_on(alignment, size);
+    return memalign(alignment, size);
 }
 
-ON_PATH int posix_memalign_on(void **memptr, size_t alignment, size_t size)
+SAMPLED_PATH int posix_memalign_sampled(void **memptr, size_t alignment, size_t size,
+                                        uint64_t interval)
 {
     int err = hs_libc_posix_memalign(memptr, alignment, size);
     if (err == 0)
-        after_alloc(*memptr, size);
+        sample_slow(*memptr, size, interval);
     return err;
 }
 
 HS_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
-    if (!hs_client_on())
+    uint64_t interval;
+    if (!hs_client_on() || !sample_due(size, interval = current_interval()))
         return hs_libc_posix_memalign(memptr, alignment, size);
-    return posix_memalign_on(memptr, alignment, size);
-}
-
-ON_PATH void *valloc_on(size_t size)
-{
-    void *p = __libc_valloc(size);
-    after_alloc(p, size);
-    return p;
+    return posix_memalign_sampled(memptr, alignment, size, interval);
 }
 
 HS_EXPORT void *valloc(size_t size)
 {
-    if (!hs_client_on())
-        return __libc_valloc(size);
-    return valloc_on(size);
+    return memalign((size_t)getpagesize(), size);
 }
 
-ON_PATH void *pvalloc_on(size_t size)
+SAMPLED_PATH void *pvalloc_sampled(size_t size, uint64_t interval)
 {
     void *p = __libc_pvalloc(size);
-    after_alloc(p, size);
+    if (p != NULL)
+        sample_slow(p, size, interval);
     return p;
 }
 
 HS_EXPORT void *pvalloc(size_t size)
 {
-    if (!hs_client_on())
+    uint64_t interval;
+    if (!hs_client_on() || !sample_due(size, interval = current_interval()))
         return __libc_pvalloc(size);
-    return pvalloc_on(size);
+    return pvalloc_sampled(size, interval);
 }
