@@ -28,7 +28,7 @@ static void usage(FILE *out)
     fprintf(out, "usage: heapscope COMMAND [OPTIONS] [--] PROGRAM [ARGS...]\n"
                  "\n"
                  "Native-memory tools for Linux programs: find heap corruption, use after free\n"
-                 "and leaks in unmodified programs.\n"
+                 "and leaks, and see where the memory goes, in unmodified programs.\n"
                  "\n"
                  "Commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
