@@ -113,6 +113,14 @@ class Cli(Case):
             self.assertIn("HAS A CORRUPTED REAR GUARD", r.stderr)
             lib_line = [l for l in r.stderr.splitlines() if "libmalloc_debug" in l]
             self.assertEqual(lib_line, [], "shim frames are not shown")
+            # The profiler: the command finds its daemon beside it and its client library.
+            out = os.path.join(d, "profiles")
+            r = subprocess.run([os.path.join(moved, "bin", "heapscope"), "profile", "-o", out,
+                                "--", "sh", "-c", "echo hi"], env=env, capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual((r.returncode, r.stdout), (0, "hi\n"), r.stderr)
+            self.assertEqual(len([f for f in os.listdir(out) if f.endswith(".final.pb.gz")]), 1,
+                             r.stderr)
 
     def test_library_not_found(self):
         import shutil
