@@ -190,6 +190,21 @@ class ProfilerTest(unittest.TestCase):
         self.assertEqual(per_site(pool, "inuse_space").get("custom"), 500 * 128)
         self.assertIn("heap pool", comments(pool))
 
+    def test_library_loaded_after_attach(self):
+        # The first sample in the new library meets an unknown mapping: the daemon reads the
+        # maps again at once and the whole stack unwinds, named.
+        self.profile("-i", "1", "--", WORKLOAD, "dlopen", os.environ["HS_HP_LIB"])
+        profile = self.final()
+        self.assertEqual(per_site(profile, "alloc_space").get("hp_lib_alloc"), 1000 * 1000)
+        out = subprocess.run([CLI, "report", "-q", "--value", "alloc_space", "-f", "folded",
+                              profile], capture_output=True, text=True, check=True).stdout
+        stack = [l for l in out.splitlines() if "hp_lib_alloc" in l][0]
+        self.assertIn("dlopened (hp_workload.c", stack)
+        self.assertIn("main (hp_workload.c", stack)
+        text = comments(profile)
+        self.assertRegex(text, r"maps read: [2-9] times")
+        self.assertIn("0 unknown map", text)
+
     def test_android_dump_and_dump_at_max(self):
         self.profile("-i", "1", "--android-dump", "--dump-at-max", "--", WORKLOAD, "known")
         text = self.final("hp_workload.*.final.txt")

@@ -25,7 +25,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAPS_REREAD_NS 500000000ull /* at most one re-read of the maps per 500 ms */
+/* Re-reading the maps when an unwind meets an unknown pc: at once for a pc not seen before (a
+ * library just dlopen'ed: its samples keep their whole stacks), at most every millisecond;
+ * for a pc that was still unknown after a re-read (JIT code, garbage) only every 500 ms. */
+#define MAPS_REREAD_NS 500000000ull
+#define MAPS_REREAD_NEW_PC_NS 1000000ull
+#define UNKNOWN_PCS 16
 #define STALL_AFTER_END_NS 200000000ull
 #define IDLE_BEFORE_PAUSE_NS 200000000ull /* poll, not sleep, for 200 ms after a record */
 #define MAX_PCS 256
@@ -56,6 +61,8 @@ struct hs_profiled_process {
     char *maps;
     size_t maps_len, maps_cap;
     uint64_t maps_read_ns;
+    uintptr_t unknown_pcs[UNKNOWN_PCS]; /* still unknown after a re-read (a small ring) */
+    unsigned next_unknown;
     uint8_t *scratch; /* a private copy of the record being applied */
     size_t scratch_cap;
     uint64_t start_ns, start_wall_ns;
@@ -371,6 +378,19 @@ void hs_process_on_socket(struct hs_profiled_process *p)
 
 /* ---- Applying records -------------------------------------------------------------------- */
 
+static bool maps_worth_rereading(const struct hs_profiled_process *p, uintptr_t pc, uint64_t now)
+{
+    uint64_t since = now - p->maps_read_ns;
+    if (since >= MAPS_REREAD_NS)
+        return true;
+    if (since < MAPS_REREAD_NEW_PC_NS)
+        return false;
+    for (unsigned i = 0; i < UNKNOWN_PCS; i++)
+        if (p->unknown_pcs[i] == pc)
+            return false;
+    return true;
+}
+
 static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_malloc *m,
                          const uint8_t *stack)
 {
@@ -378,9 +398,12 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
     struct hs_unwind_result res;
     uint64_t t0 = mono_ns();
     size_t n = hs_unwind(p->unwinder, &m->regs, stack, m->stack_len, pcs, MAX_PCS, &res);
-    if (res.stop == HS_UNWIND_UNKNOWN_MAP && t0 - p->maps_read_ns >= MAPS_REREAD_NS &&
-        read_maps(p) == 0)
+    if (res.stop == HS_UNWIND_UNKNOWN_MAP && maps_worth_rereading(p, res.stop_pc, t0) &&
+        read_maps(p) == 0) {
         n = hs_unwind(p->unwinder, &m->regs, stack, m->stack_len, pcs, MAX_PCS, &res);
+        if (res.stop == HS_UNWIND_UNKNOWN_MAP)
+            p->unknown_pcs[p->next_unknown++ % UNKNOWN_PCS] = res.stop_pc;
+    }
     uint64_t t1 = mono_ns();
     p->st.unwinds[res.stop]++;
     p->st.mallocs++;

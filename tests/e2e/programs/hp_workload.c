@@ -6,6 +6,8 @@
  *   hp_workload fork           site_parent in the parent, site_child in a forked child
  *   hp_workload short          a few allocations and an immediate exit
  *   hp_workload custom         a custom heap "pool" through heapscope/heapprofd.h
+ *   hp_workload dlopen LIB     dlopens LIB (hp_lib.c) and keeps 1000 x 1000 B from its
+ *                              hp_lib_alloc
  *   hp_workload serve SECONDS  allocates and frees in a loop for SECONDS (or until SIGTERM),
  *                              then prints "serve done rounds=N checksum=X"; prints
  *                              "serving pid=P" once started
@@ -14,6 +16,7 @@
  */
 #include <heapscope/heapprofd.h>
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -238,6 +241,21 @@ static int custom(void)
     return 0;
 }
 
+/* dlopen: a call site in a library loaded after the profiler attached. */
+static int dlopened(const char *path)
+{
+    void *lib = dlopen(path, RTLD_NOW);
+    void *(*alloc)(size_t) = lib ? (void *(*)(size_t))dlsym(lib, "hp_lib_alloc") : NULL;
+    if (alloc == NULL) {
+        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+        return 3;
+    }
+    for (int i = 0; i < 1000; i++)
+        keep(alloc(1000));
+    printf("dlopen done\n");
+    return 0;
+}
+
 /* serve: a steady churn through site_serve until the time is up or SIGTERM. */
 static volatile sig_atomic_t g_stop;
 
@@ -297,8 +315,11 @@ int main(int argc, char **argv)
         return short_lived();
     if (argc >= 2 && strcmp(argv[1], "custom") == 0)
         return custom();
+    if (argc >= 3 && strcmp(argv[1], "dlopen") == 0)
+        return dlopened(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "serve") == 0)
         return serve(atoi(argv[2]));
-    fprintf(stderr, "usage: hp_workload known|threads N|fork|short|custom|serve SECONDS\n");
+    fprintf(stderr,
+            "usage: hp_workload known|threads N|fork|short|custom|dlopen LIB|serve SECONDS\n");
     return 2;
 }
