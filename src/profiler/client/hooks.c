@@ -83,11 +83,20 @@ static void write_free_record(uint32_t heap, uint64_t seq, uint64_t addr)
     hs_client_write(sizeof(rec), true, fill_free, &rec);
 }
 
-/* True for a call the client may sample or report: not its own, and not a vfork child
- * borrowing the parent's memory (its pid differs from the session's). */
-static bool may_record(void)
+/* True for an allocation the client may sample: not its own, and not one of a vfork child
+ * borrowing the parent's memory (its pid differs from the session's), whose stack is not the
+ * parent's program. */
+static bool may_sample(void)
 {
     return !hs_client_busy && getpid() == __atomic_load_n(&hs_client.pid, __ATOMIC_RELAXED);
+}
+
+/* True for a free the client may report: not its own. A vfork child's free of a sampled
+ * block really frees the parent's block (one address space), so it is reported like any
+ * other, and without the cost of getpid(). */
+static bool may_report_free(void)
+{
+    return !hs_client_busy;
 }
 
 /* ---- Sampling, shared with the custom heaps (heap_api.c) ----------------------------------- */
@@ -95,7 +104,7 @@ static bool may_record(void)
 void hs_client_record_sample(uint32_t heap, uint64_t key, uint64_t size, uint64_t sampled,
                              uint64_t interval)
 {
-    if (!may_record())
+    if (!may_sample())
         return;
     hs_client_busy = 1;
     if (hs_client_enter()) {
@@ -110,7 +119,7 @@ void hs_client_record_sample(uint32_t heap, uint64_t key, uint64_t size, uint64_
 
 void hs_client_record_free(uint32_t heap, uint64_t key)
 {
-    if (!hs_sampled_remove(key) || !may_record())
+    if (!hs_sampled_remove(key) || !may_report_free())
         return;
     hs_client_busy = 1;
     if (hs_client_enter()) {
@@ -223,7 +232,7 @@ SAMPLED_PATH void *realloc_on(void *p, size_t size)
     if (was_sampled) {
         if (q == NULL && size != 0) {
             hs_sampled_insert(key); /* failed: p lives on, still sampled */
-        } else if (may_record()) {
+        } else if (may_report_free()) {
             hs_client_busy = 1;
             if (hs_client_enter()) {
                 write_free_record(0, free_seq, key);

@@ -26,10 +26,10 @@
 #include <unistd.h>
 
 /* Re-reading the maps when an unwind meets an unknown pc: at once for a pc not seen before (a
- * library just dlopen'ed: its samples keep their whole stacks), at most every millisecond;
- * for a pc that was still unknown after a re-read (JIT code, garbage) only every 500 ms. */
+ * library just dlopen'ed: its samples keep their whole stacks), up to 100 times a second; for
+ * a pc that was still unknown after a re-read (JIT code, garbage) only every 500 ms. */
 #define MAPS_REREAD_NS 500000000ull
-#define MAPS_REREAD_NEW_PC_NS 1000000ull
+#define NEW_PC_REREADS_PER_SECOND 100
 #define UNKNOWN_PCS 16
 #define STALL_AFTER_END_NS 200000000ull
 #define IDLE_BEFORE_PAUSE_NS 200000000ull /* poll, not sleep, for 200 ms after a record */
@@ -63,6 +63,8 @@ struct hs_profiled_process {
     uint64_t maps_read_ns;
     uintptr_t unknown_pcs[UNKNOWN_PCS]; /* still unknown after a re-read (a small ring) */
     unsigned next_unknown;
+    uint64_t reread_window_ns; /* start of the second counted in rereads_in_window */
+    unsigned rereads_in_window;
     uint8_t *scratch; /* a private copy of the record being applied */
     size_t scratch_cap;
     uint64_t start_ns, start_wall_ns;
@@ -378,17 +380,18 @@ void hs_process_on_socket(struct hs_profiled_process *p)
 
 /* ---- Applying records -------------------------------------------------------------------- */
 
-static bool maps_worth_rereading(const struct hs_profiled_process *p, uintptr_t pc, uint64_t now)
+static bool maps_worth_rereading(struct hs_profiled_process *p, uintptr_t pc, uint64_t now)
 {
-    uint64_t since = now - p->maps_read_ns;
-    if (since >= MAPS_REREAD_NS)
+    if (now - p->maps_read_ns >= MAPS_REREAD_NS)
         return true;
-    if (since < MAPS_REREAD_NEW_PC_NS)
-        return false;
     for (unsigned i = 0; i < UNKNOWN_PCS; i++)
         if (p->unknown_pcs[i] == pc)
             return false;
-    return true;
+    if (now - p->reread_window_ns >= 1000000000ull) {
+        p->reread_window_ns = now;
+        p->rereads_in_window = 0;
+    }
+    return p->rereads_in_window++ < NEW_PC_REREADS_PER_SECOND;
 }
 
 static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_malloc *m,
