@@ -882,8 +882,9 @@ int hs_pprof_write(struct hs_pprof *p, FILE *out, bool gzip)
     for (size_t i = 0; i < p->nsamples && !s.err; i++) {
         const struct pp_sample *sm = &p->samples[i];
         m.len = 0;
-        wb_packed(&m, 1, p->locids + sm->loc_off, sm->nloc);
-        wb_packed(&m, 2, p->vals + sm->val_off, sm->nval);
+        /* A sample may have no locations (and the array may then be NULL). */
+        wb_packed(&m, 1, sm->nloc ? p->locids + sm->loc_off : NULL, sm->nloc);
+        wb_packed(&m, 2, sm->nval ? p->vals + sm->val_off : NULL, sm->nval);
         for (size_t j = 0; j < sm->nlab; j++) {
             const struct pp_label *l = &p->labels[sm->lab_off + j];
             sub.len = 0;

@@ -195,9 +195,10 @@ class ProfilerTest(unittest.TestCase):
         # maps again at once and the whole stack unwinds, named.
         self.profile("-i", "1", "--", WORKLOAD, "dlopen", os.environ["HS_HP_LIB"])
         profile = self.final()
-        self.assertEqual(per_site(profile, "alloc_space").get("hp_lib_alloc"), 1000 * 1000)
         out = subprocess.run([CLI, "report", "-q", "--value", "alloc_space", "-f", "folded",
                               profile], capture_output=True, text=True, check=True).stdout
+        self.assertEqual(per_site(profile, "alloc_space").get("hp_lib_alloc"), 1000 * 1000,
+                         out + comments(profile))
         stack = [l for l in out.splitlines() if "hp_lib_alloc" in l][0]
         self.assertIn("dlopened (hp_workload.c", stack)
         self.assertIn("main (hp_workload.c", stack)

@@ -330,6 +330,19 @@ static void on_profile_signal(int sig, siginfo_t *si, void *uc)
     errno = saved_errno;
 }
 
+/* At exit, while the process still exists: gives the daemon up to a second to take what is in
+ * the buffer. It may need to read our maps again for those records (a library dlopen'ed since
+ * it last did), which it cannot do once we are gone. */
+__attribute__((destructor)) static void client_finish(void)
+{
+    for (int i = 0; i < 1000 && hs_client_on(); i++) {
+        if (hs_rb_used(&hs_client.rb) == 0 || daemon_gone())
+            break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static long env_long(const char *name, long fallback)
 {
     char buf[32];

@@ -459,8 +459,10 @@ enum hs_drain_state hs_process_drain(struct hs_profiled_process *p, size_t max)
                 continue;
             }
             memcpy(p->scratch, rec.data, len); /* the client may still write there */
-            hs_rb_consume(&p->rb);
             apply(p, p->scratch, len);
+            /* Only now: an exiting client waits for its buffer to be empty, so that its maps
+             * can still be read for the records it leaves (see the client's session.c). */
+            hs_rb_consume(&p->rb);
             applied++;
             continue;
         }
