@@ -1,9 +1,12 @@
 #!/bin/sh
-# bench/profile.sh BUILD_DIR: the cost of `heapscope profile` (the sampling heap profiler) on
-# real programs and on bench/malloc_bench, next to heaptrack, jemalloc's and tcmalloc's heap
-# profilers; then its accuracy (bench/profile_accuracy.sh) and its behaviour when a program
-# allocates faster than the daemon can follow (bench/profile_overload.sh). Prints markdown
-# tables, also written to BUILD_DIR/bench/profile_results.md.
+# bench/profile.sh BUILD_DIR: the cost of heapscope's tools on real programs: `heapscope
+# profile` (the sampling heap profiler) on them and on bench/malloc_bench, next to heaptrack,
+# jemalloc's and tcmalloc's heap profilers; the malloc debug shim with its main option sets
+# and Valgrind memcheck and massif on the real programs; then the profiler's accuracy
+# (bench/profile_accuracy.sh) and its behaviour when a program allocates faster than the
+# daemon can follow (bench/profile_overload.sh). Prints markdown tables, also written to
+# BUILD_DIR/bench/profile_results.md (and the ratios, tab-separated, to
+# BUILD_DIR/bench/profile_results.tsv for bench/summary.py).
 #
 # Workloads (each skipped, with a note, when its interpreter is missing):
 #   python        bench/profile_workloads/churn.py under python3, PYTHONMALLOC=malloc
@@ -18,6 +21,13 @@
 #   jemalloc prof:true,lg_prof_sample:12    sampling every 4 KiB on average, like -i 4096
 #   tcmalloc (LD_PRELOAD) at 1/DIV size     the baseline of:
 #   tcmalloc HEAPPROFILE at 1/DIV size      records every call (20-100x slower: run smaller)
+# and on the real programs only (python, sqlite, lua):
+#   malloc debug guard fill / backtrace / leak_track / free_track
+#                                           LD_PRELOAD=BUILD/lib/libmalloc_debug.so with
+#                                           LIBC_DEBUG_MALLOC_OPTIONS; baseline: glibc
+#   valgrind memcheck / massif at 1/DIV size   baseline: glibc at 1/DIV size
+# The shim's reports on stderr (other than its leak reports and exit statistics) are listed
+# in the notes, not counted as failures: only a changed program result is.
 # "1/DIV size" runs the workload with BENCH_PROFILE_SLOW_DIV times fewer rounds, rows or
 # calls, and its baseline at that same size (so a ratio always compares equal work).
 #
@@ -28,6 +38,7 @@
 #   BENCH_PROFILE_SCALE     size of the script workloads in percent of their default (100)
 #   BENCH_PROFILE_SLOW_DIV  size divisor for the slowest peers (20)
 #   BENCH_PROFILE_PEERS=0   skip heaptrack, jemalloc and tcmalloc
+#   BENCH_PROFILE_DEBUG=0   skip the malloc debug shim and Valgrind on the real programs
 #   BENCH_PROFILE_ACCURACY=0, BENCH_PROFILE_OVERLOAD=0   skip those parts
 #   BENCH_PYTHON            the python3 binary to use (default: the real one behind python3)
 #
@@ -48,6 +59,7 @@ threads_list=${BENCH_THREADS:-1 2}
 scale=${BENCH_PROFILE_SCALE:-100}
 slow_div=${BENCH_PROFILE_SLOW_DIV:-20}
 want_peers=${BENCH_PROFILE_PEERS:-1}
+want_debug=${BENCH_PROFILE_DEBUG:-1}
 for v in "BENCH_RUNS=$runs" "BENCH_PROFILE_OPS=$ops" "BENCH_PROFILE_SCALE=$scale" \
     "BENCH_PROFILE_SLOW_DIV=$slow_div"; do
     case ${v#*=} in '' | *[!0-9]* | 0) echo "bench/profile.sh: ${v%%=*} must be a positive number" >&2; exit 2 ;; esac
@@ -93,6 +105,26 @@ else
 - heaptrack, jemalloc and tcmalloc skipped (BENCH_PROFILE_PEERS=0)."
 fi
 
+# The malloc debug shim and Valgrind, on the real programs only.
+shim_lib='' valgrind_bin=''
+if [ "$want_debug" != 0 ]; then
+    if [ -f "$build/lib/libmalloc_debug.so" ]; then
+        shim_lib=$(cd "$build/lib" && pwd)/libmalloc_debug.so
+    else
+        notes="$notes
+- malloc debug rows skipped: $build/lib/libmalloc_debug.so is not built."
+    fi
+    valgrind_bin=$(command -v valgrind 2>/dev/null || true)
+    [ -n "$valgrind_bin" ] || notes="$notes
+- valgrind memcheck and massif skipped: not installed (make deps-bench installs it)."
+else
+    notes="$notes
+- malloc debug and Valgrind rows skipped (BENCH_PROFILE_DEBUG=0)."
+fi
+debug_configs=
+[ -n "$shim_lib" ] && debug_configs="mdguardfill mdbacktrace mdleaktrack mdfreetrack"
+[ -n "$valgrind_bin" ] && debug_configs="$debug_configs vgmemcheck vgmassif glibc_small"
+
 workloads=
 if [ -n "$python_bin" ]; then workloads="$workloads python"; else notes="$notes
 - python workload skipped: no python3 binary found."; fi
@@ -114,12 +146,23 @@ configs="glibc hs4k hs64k hs512k"
 [ -n "$jemalloc_lib" ] && configs="$configs jemalloc jeprof"
 [ -n "$tcmalloc_lib" ] && configs="$configs tcmalloc tcheap"
 
-# The configurations of workload $1 (malloc_bench's heaptrack runs need a small glibc run).
+# The configurations of workload $1 (malloc_bench's heaptrack runs and the Valgrind runs
+# need a small glibc run; the shim and Valgrind run on the real programs only).
 workload_configs() {
     case $1 in
     mb*) [ -n "$heaptrack_bin" ] && { echo "$configs glibc_small"; return; } ;;
+    *) echo "$configs $debug_configs"; return ;;
     esac
     echo "$configs"
+}
+
+md_options() {
+    case $1 in
+    mdguardfill) echo "guard fill" ;;
+    mdbacktrace) echo "backtrace" ;;
+    mdleaktrack) echo "leak_track" ;;
+    mdfreetrack) echo "free_track" ;;
+    esac
 }
 
 cfg_label() {
@@ -133,13 +176,17 @@ cfg_label() {
     jeprof) echo "jemalloc prof, lg_prof_sample:12" ;;
     tcmalloc) echo "tcmalloc" ;;
     tcheap) echo "tcmalloc HEAPPROFILE" ;;
+    md*) echo "malloc debug, $(md_options "$1")" ;;
+    vgmemcheck) echo "valgrind memcheck" ;;
+    vgmassif) echo "valgrind massif" ;;
     esac
 }
 
 # cfg_base WORKLOAD CFG: the configuration CFG is compared with (empty for a baseline)
 cfg_base() {
     case $2 in
-    hs*) echo glibc ;;
+    hs* | md*) echo glibc ;;
+    vg*) echo glibc_small ;;
     heaptrack) case $1 in mb*) echo glibc_small ;; *) echo glibc ;; esac ;;
     jeprof) echo jemalloc ;;
     tcheap) echo tcmalloc ;;
@@ -149,7 +196,7 @@ cfg_base() {
 # cfg_div WORKLOAD CFG: the size divisor of the run
 cfg_div() {
     case $2 in
-    tcmalloc | tcheap | glibc_small) echo "$slow_div" ;;
+    tcmalloc | tcheap | glibc_small | vg*) echo "$slow_div" ;;
     heaptrack) case $1 in mb*) echo "$slow_div" ;; *) echo 1 ;; esac ;;
     *) echo 1 ;;
     esac
@@ -203,7 +250,8 @@ workload_words() {
 # The program's environment: a clean one, plus what the workload needs.
 clean_env_words() {
     shquote env -u LD_PRELOAD -u MALLOC_CONF -u HEAPPROFILE -u HEAPSCOPE_PROFILE_SOCKET \
-        -u HEAPSCOPE_PROFILE_PID -u HEAPSCOPE_PROFILE_FOLLOW -u HEAPSCOPE_LOG_FILE
+        -u HEAPSCOPE_PROFILE_PID -u HEAPSCOPE_PROFILE_FOLLOW -u HEAPSCOPE_LOG_FILE \
+        -u LIBC_DEBUG_MALLOC_OPTIONS -u LIBC_DEBUG_MALLOC_PROGRAM
     [ "$1" = python ] && shquote PYTHONMALLOC=malloc PYTHONHASHSEED=0
 }
 
@@ -233,6 +281,9 @@ run_one() {
         MALLOC_CONF="prof:true,lg_prof_sample:12,prof_final:true,prof_prefix:$out/jeprof" ;;
     tcmalloc) set -- "$@" LD_PRELOAD="$tcmalloc_lib" ;;
     tcheap) set -- "$@" LD_PRELOAD="$tcmalloc_lib" HEAPPROFILE="$out/tc" ;;
+    md*) set -- "$@" LD_PRELOAD="$shim_lib" LIBC_DEBUG_MALLOC_OPTIONS="$(md_options "$cfg")" ;;
+    vgmemcheck) set -- "$@" "$valgrind_bin" --tool=memcheck -q ;;
+    vgmassif) set -- "$@" "$valgrind_bin" --tool=massif -q --massif-out-file="$out/massif.out" ;;
     esac
     eval "set -- \"\$@\" $(workload_words "$w" "$div")"
     timed "$base" "$@"
@@ -260,13 +311,40 @@ run_one() {
             bad="samples dropped ($dropped) although the client blocks"
         fi
         ;;
-    heaptrack | jeprof | tcheap)
+    heaptrack | jeprof | tcheap | vgmassif)
         if [ -z "$bad" ] && [ -z "$(find "$out" -type f -size +0 2>/dev/null)" ]; then
             bad="no profile written"
         fi
         ;;
     esac
-    case $cfg in hs* | heaptrack | jeprof | tcheap) okib=$(output_kib "$out") ;; esac
+    case $cfg in hs* | heaptrack | jeprof | tcheap | vgmassif) okib=$(output_kib "$out") ;; esac
+    # The shim's reports other than the expected ones (leaks at exit, exit statistics), and
+    # memcheck's error reports: listed in the notes (once per workload and configuration).
+    case $cfg in
+    md* | vgmemcheck)
+        if [ "$cfg" = vgmemcheck ]; then
+            grep '^==[0-9]*== ' "$base.err" >"$base.reports"
+        else
+            grep 'malloc_debug:' "$base.err" | grep -v -e 'leaked block of size' \
+                -e 'Backtrace at time of allocation:' -e 'malloc_debug:           #' \
+                -e 'malloc_debug: [^ ]*: glibc heap:' -e 'malloc_debug: [^ ]*: malloc debug:' \
+                >"$base.reports"
+        fi
+        leaks=$(grep -c 'leaked block of size' "$base.err")
+        if [ "$leaks" -gt 0 ] && [ ! -f "$tmp/leaknote.$w.$cfg" ]; then
+            : >"$tmp/leaknote.$w.$cfg"
+            notes="$notes
+- $(cfg_label "$cfg"), $w: the shim reported $leaks block(s) still allocated at exit (expected: the program does not free everything before exiting)."
+        fi
+        if [ -s "$base.reports" ] && [ ! -f "$tmp/reportnote.$w.$cfg" ]; then
+            : >"$tmp/reportnote.$w.$cfg"
+            echo "bench/profile.sh: note: $(cfg_label "$cfg"), $w, run $round reported:" >&2
+            sed 's/^/  /' "$base.reports" | head -n 10 >&2
+            notes="$notes
+- $(cfg_label "$cfg"), $w: reported $(wc -l <"$base.reports") line(s) on stderr (not a failure: the program's result was checked), first: \`$(head -n 1 "$base.reports" | cut -c 1-160)\`"
+        fi
+        ;;
+    esac
     if [ -z "$bad" ]; then
         # Same work, same result, whatever the allocator or the profiler.
         ref=$tmp/result.$w.$div
@@ -293,7 +371,7 @@ run_one() {
 
 # ---- the runs -----------------------------------------------------------------------------
 start_time=$(date +%s)
-echo "bench/profile.sh: $runs round(s) of [$configs] x [$workloads]" >&2
+echo "bench/profile.sh: $runs round(s) of [$configs] x [$workloads]${debug_configs:+, and [$debug_configs] on the real programs}" >&2
 
 # Warm the caches (binaries, the workload files) once, untimed.
 "$bench" --ops 100000 >/dev/null 2>&1
@@ -409,6 +487,8 @@ fi
 # ---- the tables ---------------------------------------------------------------------------
 table=$tmp/table.md
 : >"$table"
+tsv=$tmp/table.tsv
+printf 'workload\tconfig\tlabel\ttime_ratio\trss_ratio\toutput_kib\tsize\n' >"$tsv"
 for w in $workloads; do
     {
         echo
@@ -436,6 +516,8 @@ for w in $workloads; do
         else
             tr=baseline rr=- vs=
         fi
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$cfg" "$label" "$tr" "$rr" "$(median 9 "$res")" \
+            "$size" >>"$tsv"
         rsssplit=-
         [ -s "$tmp/mem.$w.$cfg" ] && rsssplit=$(awk '{ printf "%.1f / %.1f", $1 / 1024, $2 / 1024 }' "$tmp/mem.$w.$cfg")
         awk -v label="$label" -v size="$size" -v n="$n" -v wall="$(median 1 "$res")" -v rsssplit="$rsssplit" \
@@ -476,6 +558,7 @@ legend="- time ratio: median over the rounds of (this run's wall time / its base
 - program / daemon RSS: one more (untimed) run per heapscope row that measures the two apart: the profiled program's peak RSS (it includes the client's 8 MiB shared buffer and its sampled-address table, up to 8 MiB once touched) and heapprofd's own peak RSS (getrusage of the daemon: everything it mapped and touched, its symbolizer and unwinder included)
 - output: the profile files written (heapscope: .pb.gz; heaptrack: .zst; jemalloc: prof_final's .heap; tcmalloc: its .heap dumps)
 - heapscope columns from heapprofd.log (median over runs; dropped: summed): samples = sampled allocations; dropped = samples lost to a full buffer (the client blocks by default, so always 0); largest interval = the largest sampling interval in force (adaptive sampling doubles it while the shared buffer is over half full); unwound % = stacks unwound to their end; daemon KiB (log) = the log's \"daemon memory: N KiB of bookkeeping for this process\" (its tables and caches for the process, as it counts them; the daemon's whole RSS is in the prog / daemon RSS column); profile written = how long the daemon took to symbolize and write the final profile after the program exited, part of the wall time (a fixed cost, not a slowdown of the program)
+- malloc debug: LD_PRELOAD=libmalloc_debug.so with LIBC_DEBUG_MALLOC_OPTIONS as shown (real programs only); valgrind memcheck (-q) and massif at 1/$slow_div size against glibc at the same size; massif's output is its massif.out file
 - jemalloc prof samples every 2^12 = 4096 bytes on average, like -i 4096; heaptrack and tcmalloc HEAPPROFILE record every call"
 
 cat "$table"
@@ -520,6 +603,7 @@ results=$build/bench/profile_results.md
     echo
     cat "$runs_list"
 } >"$results"
+cp "$tsv" "$build/bench/profile_results.tsv"
 echo "bench/profile.sh: results written to $results ($(($(date +%s) - start_time)) s)" >&2
 
 if [ "$failures" -gt 0 ]; then

@@ -1,15 +1,19 @@
 #!/bin/sh
 # bench/run.sh BUILD_DIR: times bench/malloc_bench under plain glibc, under the malloc debug
 # shim (no options, guard, fill, guard fill, and the tracking options backtrace, leak_track,
-# verify_pointers, free_track), under Valgrind memcheck and under heaptrack, and prints a
-# markdown table (also written to BUILD_DIR/bench/results.md). See docs/benchmarks.md.
+# verify_pointers, free_track), as clang AddressSanitizer and LeakSanitizer builds
+# (BUILD_DIR/bench/malloc_bench_asan, _lsan: their own allocators, compared with plain glibc),
+# under Valgrind memcheck and massif and under heaptrack, and prints a markdown table (also
+# written to BUILD_DIR/bench/results.md, and as tab-separated figures to
+# BUILD_DIR/bench/results.tsv for bench/summary.py). See docs/benchmarks.md.
 #
 # Environment:
 #   BENCH_RUNS          runs per configuration and thread count; the median is reported (5)
 #   BENCH_OPS           malloc/free calls per thread (12000000: ~0.35-0.45 s per glibc run here)
 #   BENCH_THREADS       thread counts to measure ("1 2")
 #   BENCH_VALGRIND_DIV  Valgrind runs BENCH_OPS / this many calls, time scaled back up (20)
-#   BENCH_VALGRIND=0    skip Valgrind
+#   BENCH_VALGRIND=0    skip Valgrind (memcheck and massif)
+#   BENCH_SANITIZERS=0  skip the AddressSanitizer and LeakSanitizer builds
 #   BENCH_HEAPTRACK_DIV heaptrack runs BENCH_OPS / this many calls, time scaled back up (20)
 #   BENCH_HEAPTRACK=0   skip heaptrack
 #
@@ -29,8 +33,11 @@ vg_div=${BENCH_VALGRIND_DIV:-20}
 want_valgrind=${BENCH_VALGRIND:-1}
 ht_div=${BENCH_HEAPTRACK_DIV:-20}
 want_heaptrack=${BENCH_HEAPTRACK:-1}
+want_sanitizers=${BENCH_SANITIZERS:-1}
 
 bench=$build/bench/malloc_bench
+bench_asan=$build/bench/malloc_bench_asan
+bench_lsan=$build/bench/malloc_bench_lsan
 if [ ! -x "$bench" ]; then
     echo "bench/run.sh: $bench not found; build first (make build)" >&2
     exit 2
@@ -71,6 +78,19 @@ else
     notes="$notes
 - shim configurations skipped: $build/lib/libmalloc_debug.so is not built."
 fi
+if [ "$want_sanitizers" = 0 ]; then
+    notes="$notes
+- AddressSanitizer and LeakSanitizer builds skipped (BENCH_SANITIZERS=0)."
+else
+    for san in asan lsan; do
+        if [ -x "$build/bench/malloc_bench_$san" ]; then
+            configs="$configs $san"
+        else
+            notes="$notes
+- $san skipped: $build/bench/malloc_bench_$san is not built (it needs clang)."
+        fi
+    done
+fi
 
 cfg_label() {
     case $1 in
@@ -83,7 +103,10 @@ cfg_label() {
     leaktrack) echo "shim, leak_track" ;;
     verifyptr) echo "shim, verify_pointers" ;;
     freetrack) echo "shim, free_track" ;;
+    asan) echo "AddressSanitizer build (clang)" ;;
+    lsan) echo "LeakSanitizer build (clang)" ;;
     valgrind) echo "valgrind memcheck" ;;
+    massif) echo "valgrind massif" ;;
     heaptrack) echo "heaptrack" ;;
     esac
 }
@@ -116,25 +139,31 @@ field() {
     sed -n 's/^result .*[ ]'"$1"'=\([^ ]*\).*$/\1/p' "$2" | head -n 1
 }
 
-# run_one CFG THREADS OPS ROUND: one run; appends "seconds rss_kib ops round" to
-# $tmp/res.CFG.THREADS
+# run_one CFG THREADS OPS ROUND: one run; appends "seconds rss_kib ops round own output_kib"
+# to $tmp/res.CFG.THREADS
 run_one() {
     cfg=$1 t=$2 n=$3 tag=$4
     base=$tmp/$cfg.$t.$tag
     # A clean environment for the benchmark only (not for time/valgrind themselves).
     set -- env -u LD_PRELOAD -u LIBC_DEBUG_MALLOC_OPTIONS -u LIBC_DEBUG_MALLOC_PROGRAM \
-        -u HEAPSCOPE_LOG_FILE
+        -u HEAPSCOPE_LOG_FILE -u ASAN_OPTIONS -u LSAN_OPTIONS
+    prog=$bench
     case $cfg in
-    glibc | valgrind | heaptrack) ;;
+    glibc | valgrind | massif | heaptrack) ;;
+    # ASan's leak check has its own row (LSan); malloc_bench frees everything anyway.
+    asan) set -- "$@" ASAN_OPTIONS=detect_leaks=0; prog=$bench_asan ;;
+    lsan) set -- "$@" LSAN_OPTIONS=detect_leaks=1; prog=$bench_lsan ;;
     shim) set -- "$@" LD_PRELOAD="$shim" ;;
     *) set -- "$@" LD_PRELOAD="$shim" LIBC_DEBUG_MALLOC_OPTIONS="$(cfg_options "$cfg")" ;;
     esac
     if [ "$cfg" = valgrind ]; then
         set -- "$@" "$valgrind_bin" --tool=memcheck -q --error-exitcode=99
+    elif [ "$cfg" = massif ]; then
+        set -- "$@" "$valgrind_bin" --tool=massif -q --massif-out-file="$base.massif"
     elif [ "$cfg" = heaptrack ]; then
         set -- "$@" "$heaptrack_bin" -o "$base.heaptrack"
     fi
-    set -- "$@" "$bench" --threads "$t" --ops "$n"
+    set -- "$@" "$prog" --threads "$t" --ops "$n"
     if [ -n "$time_bin" ]; then
         set -- "$time_bin" -f %M -o "$base.time" "$@"
     fi
@@ -166,6 +195,12 @@ run_one() {
     own=$(sed -n 's/.*malloc debug: [0-9]* live allocations tracked (peak \([0-9]*\)), [0-9]* distinct backtraces, \([0-9]*\) bytes of own memory.*/\1 \2/p' "$base.err" |
         awk '$1 > 0 { printf "%.0f", $2 / $1 }')
     [ -n "$own" ] || own=-
+    # Size of the profiler's output (massif's file, heaptrack's compressed one), KiB.
+    okib=-
+    case $cfg in
+    massif | heaptrack)
+        okib=$(cat "$base.$cfg"* 2>/dev/null | wc -c | awk '{ printf "%.0f", $1 / 1024 }') ;;
+    esac
     if [ -s "$base.err" ] && [ "$own" = - ] && [ "$cfg" != heaptrack ]; then
         echo "bench/run.sh: note: $label, $t thread(s) wrote to stderr:" >&2
         sed 's/^/  /' "$base.err" | head -n 5 >&2
@@ -180,10 +215,11 @@ run_one() {
     fi
     case $rss in '' | *[!0-9]*) rss=$(field maxrss_kib "$base.out") ;; esac
     case $rss in '' | *[!0-9]*) rss=- ;; esac
-    echo "$secs $rss $total $tag $own" >>"$tmp/res.$cfg.$t"
+    echo "$secs $rss $total $tag $own $okib" >>"$tmp/res.$cfg.$t"
+    rm -f "$base.massif" "$base.heaptrack"*
 
     # Same workload, same result: the allocator must not change what the program computes.
-    if [ "$cfg" != valgrind ] && [ "$cfg" != heaptrack ]; then
+    if [ "$cfg" != valgrind ] && [ "$cfg" != massif ] && [ "$cfg" != heaptrack ]; then
         if [ ! -f "$tmp/sum.$t" ]; then
             echo "$sum" >"$tmp/sum.$t"
         elif [ "$(cat "$tmp/sum.$t")" != "$sum" ]; then
@@ -246,6 +282,7 @@ vg_ops=$((ops / vg_div))
 if [ -n "$valgrind_bin" ]; then
     for t in $threads_list; do
         run_one valgrind "$t" "$vg_ops" 1
+        run_one massif "$t" "$vg_ops" 1
     done
     echo "bench/run.sh: valgrind done ($(($(date +%s) - start_time)) s)" >&2
 elif [ "$want_valgrind" = 0 ]; then
@@ -273,34 +310,38 @@ fi
 
 # ---- the table --------------------------------------------------------------------------
 table=$tmp/table.md
+tsv=$tmp/table.tsv
+printf 'workload\tconfig\tlabel\ttime_ratio\trss_ratio\toutput_kib\n' >"$tsv"
 {
-    echo "| config | threads | median seconds | Mops/s | ratio to glibc | peak RSS MiB | own B/alloc | target | verdict |"
-    echo "|---|---:|---:|---:|---:|---:|---:|---|---|"
+    echo "| config | threads | median seconds | Mops/s | ratio to glibc | peak RSS MiB | RSS ratio | own B/alloc | output KiB | target | verdict |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 } >"$table"
 
 row_configs=$configs
-[ -n "$valgrind_bin" ] && row_configs="$row_configs valgrind"
+[ -n "$valgrind_bin" ] && row_configs="$row_configs valgrind massif"
 [ -n "$heaptrack_bin" ] && row_configs="$row_configs heaptrack"
 for t in $threads_list; do
     base_secs=$(median 1 "$tmp/res.glibc.$t")
+    base_rss=$(median 2 "$tmp/res.glibc.$t")
     for cfg in $row_configs; do
         res=$tmp/res.$cfg.$t
         label=$(cfg_label "$cfg")
         target=$(cfg_target "$cfg")
         peer_ops=
         case $cfg in
-        valgrind) peer_ops=$vg_ops ;;
+        valgrind | massif) peer_ops=$vg_ops ;;
         heaptrack) peer_ops=$ht_ops ;;
         esac
         [ -n "$peer_ops" ] && label="$label (scaled from $peer_ops ops)"
         if [ ! -s "$res" ]; then
-            echo "| $label | $t | failed | - | - | - | - | $target | - |" >>"$table"
+            echo "| $label | $t | failed | - | - | - | - | - | - | $target | - |" >>"$table"
             continue
         fi
         secs=$(median 1 "$res")
         rss=$(median 2 "$res")
         total=$(median 3 "$res")
         own=$(median 5 "$res")
+        okib=$(median 6 "$res")
         scale=1
         if [ -n "$peer_ops" ]; then
             # One run: its scaled time against glibc's median.
@@ -311,7 +352,8 @@ for t in $threads_list; do
             ratio=$(paired_ratio "$res" "$tmp/res.glibc.$t")
         fi
         awk -v label="$label" -v t="$t" -v secs="$secs" -v scale="$scale" -v total="$total" \
-            -v r="$ratio" -v rss="$rss" -v own="$own" -v target="$target" 'BEGIN {
+            -v r="$ratio" -v rss="$rss" -v own="$own" -v target="$target" -v brss="$base_rss" \
+            -v okib="$okib" -v cfg="$cfg" -v tsv="$tsv" 'BEGIN {
             s = secs * scale
             mops = total / secs / 1e6
             ratio = (r ~ /^[0-9.e+-]+$/) ? sprintf("%.2f", r) : "-"
@@ -322,7 +364,10 @@ for t in $threads_list; do
                 verdict = (r + 0 <= limit + 0) ? "within" : "over"
             }
             own_b = (own ~ /^[0-9.]+$/) ? sprintf("%.0f", own) : "-"
-            printf "| %s | %s | %.3f | %.2f | %s | %s | %s | %s | %s |\n", label, t, s, mops, ratio, rss_mib, own_b, target, verdict
+            rr = (rss ~ /^[0-9.]+$/ && brss ~ /^[0-9.]+$/ && brss > 0) ? sprintf("%.2f", rss / brss) : "-"
+            out_k = (okib ~ /^[0-9.]+$/) ? sprintf("%.0f", okib) : "-"
+            printf "| %s | %s | %.3f | %.2f | %s | %s | %s | %s | %s | %s | %s |\n", label, t, s, mops, ratio, rss_mib, rr, own_b, out_k, target, verdict
+            printf "mb%s\t%s\t%s\t%s\t%s\t%s\n", t, cfg, label, ratio, rr, out_k >>tsv
         }' >>"$table"
     done
 done
@@ -351,7 +396,9 @@ results=$build/bench/results.md
     echo "- machine: $(nproc 2>/dev/null || echo '?') CPU(s), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)," \
         "$(getconf GNU_LIBC_VERSION 2>/dev/null), Linux $(uname -r)"
     echo "- workload: malloc_bench --ops $ops (calls per thread), $runs runs per row, median, runs interleaved"
-    echo "- valgrind: one run of --ops $vg_ops per thread count, its time multiplied by $ops/$vg_ops"
+    echo "- valgrind (memcheck, massif): one run each of --ops $vg_ops per thread count, its time multiplied by $ops/$vg_ops"
+    echo "- AddressSanitizer / LeakSanitizer: malloc_bench built by clang with -fsanitize=address / leak (their own allocators), ASAN_OPTIONS=detect_leaks=0 / LSAN_OPTIONS=detect_leaks=1, against plain glibc malloc_bench (built by the project's compiler)"
+    echo "- RSS ratio: median peak RSS / glibc's median peak RSS at the same thread count; output KiB: massif's output file, heaptrack's compressed data file"
     echo "- heaptrack: one run of --ops $ht_ops per thread count, its time multiplied by $ops/$ht_ops"
     echo "- own B/alloc: the shim's own memory (tables, backtraces, queue; mmap'd bytes at exit) divided by the most live allocations it tracked"
     echo "- peak RSS: $([ -n "$time_bin" ] && echo "/usr/bin/time -f %M" || echo "getrusage in malloc_bench") (median over runs; valgrind's includes Valgrind itself)"
@@ -364,6 +411,7 @@ results=$build/bench/results.md
     echo
     cat "$runs_list"
 } >"$results"
+cp "$tsv" "$build/bench/results.tsv"
 echo "bench/run.sh: results written to $results ($(($(date +%s) - start_time)) s)" >&2
 
 if [ "$failures" -gt 0 ]; then
