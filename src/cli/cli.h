@@ -14,6 +14,7 @@ int hs_cmd_debug(int argc, char **argv);
 int hs_cmd_leaks(int argc, char **argv);
 int hs_cmd_report(int argc, char **argv);
 int hs_cmd_profile(int argc, char **argv);
+int hs_cmd_dumpheap(int argc, char **argv);
 
 /* Finds libNAME (e.g. "libmalloc_debug.so") for the build tree or the installed layout and
  * writes its absolute path to out. Returns 0, or -1 after printing where it looked. */
@@ -31,6 +32,9 @@ char *hs_read_small_file(const char *path, size_t *len);
 /* The maps of a process a command was pointed at, or NULL after telling why (no such
  * process, another user's, not allowed to inspect). */
 char *hs_target_maps(const char *command, pid_t pid, size_t *len);
+
+/* The value of name in a NUL-separated environment block (/proc/PID/environ), or NULL. */
+const char *hs_environ_value(const char *env, size_t len, const char *name);
 
 /* Prepends `lib` to LD_PRELOAD in this process's environment. Returns 0 or -1. */
 int hs_preload_prepend(const char *lib);

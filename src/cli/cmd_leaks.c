@@ -82,16 +82,6 @@ static int run_program(char **argv, const char *options, const char *log_file, l
     return 127;
 }
 
-/* The value of name in a NUL-separated environment block, or NULL. */
-static const char *environ_value(const char *env, size_t len, const char *name)
-{
-    size_t name_len = strlen(name);
-    for (size_t i = 0; i < len; i += strlen(env + i) + 1)
-        if (strncmp(env + i, name, name_len) == 0 && env[i + name_len] == '=')
-            return env + i + name_len + 1;
-    return NULL;
-}
-
 /* Checks that pid can answer: it exists, is ours, has the detector and the signal armed.
  * Prints the reason and returns false otherwise. */
 static bool target_ready(pid_t pid)
@@ -113,7 +103,7 @@ static bool target_ready(pid_t pid)
     }
     snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
     char *env = hs_read_small_file(path, &len);
-    const char *options = env ? environ_value(env, len, "LIBC_DEBUG_MALLOC_OPTIONS") : NULL;
+    const char *options = env ? hs_environ_value(env, len, "LIBC_DEBUG_MALLOC_OPTIONS") : NULL;
     bool armed = options ? strstr(options, "check_unreachable_on_signal") != NULL : detector;
     free(env);
     if (!armed) {

@@ -16,6 +16,7 @@ struct command {
 
 static const struct command commands[] = {
     {"debug", hs_cmd_debug, "run a program under malloc debug: guards, fills, error reports"},
+    {"dumpheap", hs_cmd_dumpheap, "ask a running process for a heap dump (Android's am dumpheap)"},
     {"leaks", hs_cmd_leaks, "find unreachable (leaked) memory in a program or a running process"},
     {"profile", hs_cmd_profile, "sample a program's allocations with low overhead (pprof output)"},
     {"report", hs_cmd_report, "turn heap dumps into text, flame graphs, folded stacks or pprof"},

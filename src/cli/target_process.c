@@ -66,3 +66,12 @@ char *hs_target_maps(const char *command, pid_t pid, size_t *len)
     }
     return maps;
 }
+
+const char *hs_environ_value(const char *env, size_t len, const char *name)
+{
+    size_t name_len = strlen(name);
+    for (size_t i = 0; i < len; i += strlen(env + i) + 1)
+        if (strncmp(env + i, name, name_len) == 0 && env[i + name_len] == '=')
+            return env + i + name_len + 1;
+    return NULL;
+}
