@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 CLI = os.environ["HS_CLI"]
@@ -30,6 +31,7 @@ class DumpHeapTest(unittest.TestCase):
         self.addCleanup(lambda: (prog.kill(), prog.wait()))
         line = prog.stdout.readline()
         self.assertTrue(line.startswith("serving pid="), line)
+        time.sleep(0.3)  # its ring of 256 live blocks is full by then
         return prog, int(line.split("=")[1])
 
     def dumpheap(self, *args):
