@@ -6,6 +6,7 @@ import glob
 import math
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -205,6 +206,34 @@ class ProfilerTest(unittest.TestCase):
         text = comments(profile)
         self.assertRegex(text, r"maps read: [2-9] times")
         self.assertIn("0 unknown map", text)
+
+    @unittest.skipUnless(shutil.which("node"), "Node.js is not installed")
+    def test_node_js_functions_named_from_the_perf_map(self):
+        script = os.path.join(self.dir, "buffers.js")
+        with open(script, "w") as f:
+            f.write("function makeBuffers(n) {\n"
+                    "  const out = [];\n"
+                    "  for (let i = 0; i < n; i++) out.push(Buffer.allocUnsafeSlow(200000));\n"
+                    "  return out;\n"
+                    "}\n"
+                    "let keep = [];\n"
+                    "for (let r = 0; r < 10; r++) keep = makeBuffers(20);\n"
+                    "console.log('done', keep.length);\n")
+        proc = self.profile("-i", "65536", "--", "node", "--perf-basic-prof",
+                            "--interpreted-frames-native-stack", script)
+        self.assertEqual(proc.stdout, "done 20\n")
+        profile = self.final("node.*.final.pb.gz")
+        out = subprocess.run([CLI, "report", "-q", "--value", "alloc_space", "-f", "folded",
+                              profile], capture_output=True, text=True, check=True).stdout
+        # The JavaScript function that asked for the buffers, named by V8's perf map; the
+        # buffers (200,000 bytes each, above the interval) are counted exactly.
+        js = [l for l in out.splitlines() if "makeBuffers " + script in l]
+        self.assertTrue(js, out[:3000])
+        buffers = [l for l in js if "ArrayBufferAllocator" in l.rpartition(" ")[0].split(";")[-1]]
+        self.assertEqual(sum(int(l.rpartition(" ")[2]) for l in buffers), 200 * 200000, js)
+        # "JS:~makeBuffers FILE:1:21" (V8 11), "LazyCompile:~makeBuffers ..." (older V8).
+        self.assertRegex(js[0], r";[A-Za-z]+:[~*^]?makeBuffers " + re.escape(script) + ":1:")
+        self.assertRegex(comments(profile), r"perf map: \d+ names of JIT code")
 
     def test_android_dump_and_dump_at_max(self):
         self.profile("-i", "1", "--android-dump", "--dump-at-max", "--", WORKLOAD, "known")

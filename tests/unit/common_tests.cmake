@@ -29,3 +29,9 @@ target_link_options(test_backtrace_nopie PRIVATE -no-pie)
 target_compile_definitions(test_backtrace_nopie PRIVATE HS_TEST_NO_PIE)
 target_link_libraries(test_backtrace_nopie PRIVATE hs_common Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME unit.backtrace_nopie COMMAND test_backtrace_nopie)
+
+# JIT code names from perf map files (perf_map.c).
+add_executable(test_perf_map ${HS_COMMON_TESTS_DIR}/test_perf_map.c)
+target_include_directories(test_perf_map PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_perf_map PRIVATE hs_common)
+add_test(NAME unit.perf_map COMMAND test_perf_map)

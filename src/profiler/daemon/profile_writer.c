@@ -35,6 +35,7 @@
 #include "profile_writer.h"
 
 #include "hash.h"
+#include "perf_map.h"
 #include "pprof.h"
 #include "proc_maps.h"
 #include "sort.h"
@@ -190,6 +191,7 @@ struct loc_slot {
 struct pprof_ctx {
     struct hs_pprof *p;
     struct hs_symbolizer *sym;
+    const struct hs_perf_map *perf_map;
     struct maps_table maps;
     struct loc_slot *locs;
     size_t locs_cap, locs_count;
@@ -269,6 +271,18 @@ static uint64_t location_of(struct pprof_ctx *c, uintptr_t pc, bool is_return_ad
         nl = nf;
         if (m && nf > 1)
             m->has_inline = true;
+    } else {
+        /* No ELF symbol: JIT code, named by the runtime's perf map if it writes one. */
+        const char *jit = hs_perf_map_lookup(c->perf_map, lookup);
+        if (jit != NULL) {
+            uint64_t fid = hs_pprof_function(c->p, jit, jit, "");
+            if (fid == 0)
+                return 0;
+            c->lines[0] = (struct hs_pprof_line){fid, 0};
+            nl = 1;
+            if (m)
+                m->has_functions = true;
+        }
     }
     uint64_t id = hs_pprof_location(c->p, mapping_id, pc, c->lines, nl);
     if (id == 0)
@@ -336,6 +350,7 @@ int hs_profile_write_pprof(const struct hs_tracker *t, uint32_t heap, struct hs_
         return -1;
     }
     c->sym = sym;
+    c->perf_map = meta->perf_map;
     c->p = hs_pprof_new();
     if (!c->p || maps_load(&c->maps, meta->maps, meta->maps_len) != 0) {
         hs_pprof_free(c->p);

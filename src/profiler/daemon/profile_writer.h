@@ -7,7 +7,8 @@
  *    callsites whose values all round to 0 are left out); one mapping per line of the maps
  *    holding a pc of the profile (path, build id, offsets) with has_functions etc. set when
  *    symbols were found; one location per distinct pc with its lines, innermost inlined
- *    function first, from the symbolizer; a pc in no mapping gets a location without one.
+ *    function first, from the symbolizer (or, for JIT code without ELF symbols, the name the
+ *    runtime wrote in its perf map); a pc in no mapping gets a location without one.
  *    Comments: "heapscope heapprofd: pid PID, heap NAME", then "in use at the peak of
  *    sampled bytes" when at_peak, then each line of the caller's statistics lines.
  *  - the Android native heap dump text, v1.2 (what malloc debug writes and `heapscope report`
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+struct hs_perf_map;
 struct hs_symbolizer;
 
 struct hs_profile_meta {
@@ -37,6 +39,8 @@ struct hs_profile_meta {
     const char *const *comments; /* lines for the pprof comments (may be NULL) */
     size_t num_comments;
     bool at_peak; /* in-use values at the peak of sampled bytes (dump at max) */
+    /* Names of JIT code (perf_map.h), for pcs the symbolizer cannot name (may be NULL). */
+    const struct hs_perf_map *perf_map;
 };
 
 /* Writes heap `heap` of t as a gzipped pprof profile to out. sym (may be NULL: no function

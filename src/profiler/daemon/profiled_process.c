@@ -5,6 +5,7 @@
 #include "handshake.h"
 #include "heap_tracker.h"
 #include "log.h"
+#include "perf_map.h"
 #include "proc_maps.h"
 #include "profile_writer.h"
 #include "records.h"
@@ -517,7 +518,7 @@ size_t hs_process_memory(const struct hs_profiled_process *p)
 
 /* ---- Dumps -------------------------------------------------------------------------------- */
 
-#define MAX_COMMENTS 14
+#define MAX_COMMENTS 15
 
 /* The daemon's resident memory, from /proc/self/statm. */
 uint64_t hs_daemon_resident_bytes(void)
@@ -656,6 +657,11 @@ static int dump_label(struct hs_profiled_process *p, const char *label, bool at_
     char comments[MAX_COMMENTS][COMMENT_LEN];
     const char *lines[MAX_COMMENTS];
     size_t num = stats_comments(p, comments);
+    /* JIT code names, as the runtime wrote them so far (Node.js --perf-basic-prof, ...). */
+    struct hs_perf_map *jit = hs_perf_map_load(p->pid);
+    if (jit != NULL)
+        snprintf(comments[num++], COMMENT_LEN, "perf map: %zu names of JIT code",
+                 hs_perf_map_size(jit));
     for (size_t i = 0; i < num; i++)
         lines[i] = comments[i];
     struct hs_profile_meta meta = {
@@ -668,6 +674,7 @@ static int dump_label(struct hs_profiled_process *p, const char *label, bool at_
         .comments = lines,
         .num_comments = num,
         .at_peak = at_peak,
+        .perf_map = jit,
     };
     int rc = 0;
     for (uint32_t heap = 0; heap < HS_TRACKER_MAX_HEAPS; heap++) {
@@ -693,6 +700,7 @@ static int dump_label(struct hs_profiled_process *p, const char *label, bool at_
     }
     for (size_t i = 0; i < num; i++)
         hs_log("pid %d (%s): %s", (int)p->pid, p->program, comments[i]);
+    hs_perf_map_free(jit);
     return rc;
 }
 
