@@ -8,9 +8,12 @@
  * Input: a sequence of records, each a little-endian u16 length then that many bytes (cut at
  * the end of the input). The bytes are copied to an 8-byte aligned buffer, as the daemon's
  * copy out of the shared memory is. Half the time, a record that decodes as a malloc gets
- * the registers of a real capture point in this process, so that unwinding goes deep.
+ * the registers of a real capture point in this process, so that unwinding goes deep. The
+ * whole input is also read as a perf map (JIT code names, which the profiled process writes
+ * too) for the pprof writer.
  */
 #include "heap_tracker.h"
+#include "perf_map.h"
 #include "profile_writer.h"
 #include "records.h"
 #include "unwinder.h"
@@ -82,8 +85,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     FILE *out = fopen("/dev/null", "w");
     if (out != NULL) {
+        struct hs_perf_map *jit = hs_perf_map_parse((const char *)data, size);
         struct hs_profile_meta meta = {
-            .pid = 1, .interval = 4096, .maps = g_maps, .maps_len = g_maps_len};
+            .pid = 1, .interval = 4096, .maps = g_maps, .maps_len = g_maps_len, .perf_map = jit};
         for (uint32_t heap = 0; heap < HS_TRACKER_MAX_HEAPS; heap++) {
             if (!hs_tracker_heap_used(t, heap))
                 continue;
@@ -92,6 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             hs_profile_write_android(t, heap, &meta, out);
         }
         fclose(out);
+        hs_perf_map_free(jit);
     }
     hs_tracker_free(t);
     return 0;
