@@ -335,6 +335,89 @@ class ProfilerTest(unittest.TestCase):
         self.assertEqual(prog.returncode, 0)
         self.assertIn("serve done checksum_ok=1", out)
 
+    def test_socket_activation_and_plain_signal(self):
+        # The daemon as systemd starts it (dist/systemd/heapprofd.socket): the listening socket
+        # is descriptor 3, LISTEN_PID its pid. A dormant client that gets `kill -36` (no value)
+        # connects to its HEAPSCOPE_PROFILE_SOCKET (else to the system socket).
+        import fcntl
+        path = os.path.join(self.dir, "heapprofd.sock")
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(path)
+        listener.listen(8)
+        r, w = os.pipe()
+        lfd = fcntl.fcntl(listener.fileno(), fcntl.F_DUPFD, 10)
+        wfd = fcntl.fcntl(w, fcntl.F_DUPFD, 10)
+        os.close(w)
+        daemon = subprocess.Popen(
+            ["bash", "-c", 'exec 3<&%d %d<&-; LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"'
+             % (lfd, lfd), DAEMON, "--output", self.dir, "--ready-fd", str(wfd)],
+            pass_fds=(lfd, wfd), env=clean_env())
+        RUNNING.append(daemon)
+        os.close(lfd)
+        os.close(wfd)
+        listener.close()
+        events = os.fdopen(r, "r")
+        self.assertEqual(events.readline().strip(), "ready")
+        env = clean_env()
+        env.update(LD_PRELOAD=CLIENT, HEAPSCOPE_PROFILE_SOCKET=path, HEAPSCOPE_PROFILE_PID="1")
+        prog = subprocess.Popen([WORKLOAD, "serve", "30"], stdout=subprocess.PIPE, text=True,
+                                env=env)
+        RUNNING.append(prog)
+        self.assertTrue(prog.stdout.readline().startswith("serving pid="))
+        os.kill(prog.pid, 36)
+        self.assertEqual(events.readline().strip(), "connected %d" % prog.pid)
+        time.sleep(0.3)
+        daemon.send_signal(signal.SIGTERM)
+        self.assertIn("finished %d" % prog.pid, events.read())
+        self.assertEqual(daemon.wait(timeout=30), 0)
+        profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % prog.pid)
+        self.assertGreater(per_site(profile, "alloc_objects").get("site_serve", 0), 0)
+        self.assertTrue(os.path.exists(path))  # systemd's socket file is systemd's to remove
+        prog.send_signal(signal.SIGTERM)
+        out, _ = prog.communicate(timeout=30)
+        self.assertEqual(prog.returncode, 0)
+        self.assertIn("serve done checksum_ok=1", out)
+
+    @unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"),
+                         "needs root and unshare(1) for a private mount namespace")
+    def test_whole_machine_mode_in_a_mount_namespace(self):
+        # /etc/ld.so.preload loads the dormant client into every process; here only inside a
+        # private mount namespace whose /etc is a copy, so the machine's own processes never
+        # see it. Three programs started with nothing in their environment are profiled at
+        # once, by name.
+        etc = os.path.join(self.dir, "etc")
+        subprocess.run(["cp", "-a", "/etc", etc], check=True)
+        with open(os.path.join(etc, "ld.so.preload"), "w") as f:
+            f.write(CLIENT + "\n")
+        script = """
+            set -e
+            mount --make-rprivate /
+            mount --bind "$ETC" /etc
+            for i in 1 2 3; do env -i "$WORKLOAD" serve 30 > "$OUT/prog$i.out" & done
+            sleep 0.5
+            grep -l libheapprofd.so /proc/$!/maps > /dev/null
+            "$CLI" profile -n hp_workload --duration 1 -o "$OUT/profiles"
+            pkill -TERM -x hp_workload
+            wait
+        """
+        env = dict(clean_env(), ETC=etc, WORKLOAD=WORKLOAD, CLI=CLI, OUT=self.dir)
+        proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env,
+                              capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0 and "unshare failed" in proc.stderr:
+            self.skipTest("unshare -m is not allowed here: " + proc.stderr.strip())
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn("profiling 3 processes", proc.stderr)
+        profiles = glob.glob(os.path.join(self.dir, "profiles", "hp_workload.*.final.pb.gz"))
+        self.assertEqual(len(profiles), 3, proc.stderr)
+        for profile in profiles:
+            self.assertGreater(per_site(profile, "alloc_objects").get("site_serve", 0), 0)
+        for i in (1, 2, 3):
+            with open(os.path.join(self.dir, "prog%d.out" % i)) as f:
+                self.assertIn("serve done checksum_ok=1", f.read())
+        # Outside the namespace, nothing changed.
+        self.assertFalse(os.path.exists("/etc/ld.so.preload") and
+                         CLIENT in open("/etc/ld.so.preload").read())
+
     def test_hostile_clients(self):
         d = Daemon(self.dir)
         # Not a client at all.

@@ -11,8 +11,9 @@
  *                             children at once, each in a session of its own)
  *   HEAPSCOPE_PROFILE_SIGNAL  the profiling signal (default 36; 0: none). Its value, given by
  *                             sigqueue, is the pid of a daemon listening on
- *                             "@heapscope-heapprofd.PID"; without a value the client connects
- *                             to HEAPSCOPE_PROFILE_SOCKET.
+ *                             "@heapscope-heapprofd.PID"; without a value (kill -36) the client
+ *                             connects to HEAPSCOPE_PROFILE_SOCKET, else to the system daemon's
+ *                             HS_CLIENT_SYSTEM_SOCKET (heapprofd.socket).
  * Everything here is async-signal-safe: the handshake runs in the signal handler, so that an
  * idle process attaches too.
  */
@@ -323,10 +324,11 @@ static void on_profile_signal(int sig, siginfo_t *si, void *uc)
     char address[ADDRESS_MAX];
     if (si->si_code == SI_QUEUE && si->si_value.sival_int > 0)
         hs_format(address, sizeof(address), "@heapscope-heapprofd.%d", si->si_value.sival_int);
-    else
+    else if (g_address[0] != '\0')
         memcpy(address, g_address, sizeof(address));
-    if (address[0] != '\0')
-        hs_client_attach(address);
+    else
+        hs_format(address, sizeof(address), "%s", HS_CLIENT_SYSTEM_SOCKET);
+    hs_client_attach(address);
     errno = saved_errno;
 }
 

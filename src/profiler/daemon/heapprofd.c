@@ -20,6 +20,7 @@
 #include "unix_socket.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
@@ -50,7 +51,8 @@ static void usage(FILE *out)
             "'heapscope profile'.\n"
             "\n"
             "Options:\n"
-            "  -s, --socket ADDRESS     where to listen (required)\n"
+            "  -s, --socket ADDRESS     where to listen (required, unless systemd passes the\n"
+            "                           socket: heapprofd.socket)\n"
             "  -i, --interval BYTES     sampling interval (default 4096; 1: every allocation)\n"
             "  -o, --output DIR         where profiles go (default: the current directory)\n"
             "      --continuous MS      also dump every MS milliseconds\n"
@@ -143,6 +145,16 @@ enum {
 };
 
 static pid_t g_pids[256];
+
+/* The listening socket systemd passed (socket activation: LISTEN_PID is us, LISTEN_FDS >= 1,
+ * the first one is descriptor 3), or -1. */
+static int activated_socket(void)
+{
+    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+    if (pid == NULL || fds == NULL || atol(pid) != (long)getpid() || atol(fds) < 1)
+        return -1;
+    return 3;
+}
 
 /* Returns 0, 1 (exit 0: help) or 2 (bad usage, told). */
 static int parse_options(int argc, char **argv, struct daemon *d, const char **address)
@@ -262,8 +274,9 @@ static int parse_options(int argc, char **argv, struct daemon *d, const char **a
         fprintf(stderr, "heapprofd: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
-    if (*address == NULL) {
-        fprintf(stderr, "heapprofd: --socket ADDRESS is required (see --help)\n");
+    if (*address == NULL && activated_socket() < 0) {
+        fprintf(stderr, "heapprofd: --socket ADDRESS is required (see --help), unless systemd "
+                        "passes the socket\n");
         return 2;
     }
     if (c->max_interval < c->interval)
@@ -462,7 +475,19 @@ int main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     d.signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    d.listen_fd = hs_sock_listen(address);
+    bool socket_file = address != NULL && address[0] != '@'; /* ours to remove at the end */
+    if (address == NULL) {
+        /* Socket activation: keep systemd's socket, and do not pass it on. */
+        d.listen_fd = activated_socket();
+        fcntl(d.listen_fd, F_SETFD, FD_CLOEXEC);
+        fcntl(d.listen_fd, F_SETFL, fcntl(d.listen_fd, F_GETFL) | O_NONBLOCK);
+        unsetenv("LISTEN_PID");
+        unsetenv("LISTEN_FDS");
+        unsetenv("LISTEN_FDNAMES");
+        address = "(socket from systemd)";
+    } else {
+        d.listen_fd = hs_sock_listen(address);
+    }
     if (d.signal_fd < 0 || d.listen_fd < 0) {
         fprintf(stderr, "heapprofd: cannot listen on %s: %s\n", address, strerror(errno));
         return 1;
@@ -472,7 +497,7 @@ int main(int argc, char **argv)
     d.next_guard = now + 1000000000ull;
     report(&d, "ready");
     rc = run(&d);
-    if (address[0] != '@')
+    if (socket_file)
         unlink(address);
     return rc;
 }
