@@ -80,8 +80,12 @@ class Cli(Case):
             r = subprocess.run([os.environ["HS_CMAKE"], "--install", BUILD, "--prefix", prefix],
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
-            for f in ("include/heapscope/malloc_debug.h", "share/doc/heapscope/malloc_debug.md"):
+            for f in ("include/heapscope/malloc_debug.h", "share/doc/heapscope/malloc_debug.md",
+                      "lib/systemd/system/heapprofd.socket"):
                 self.assertTrue(os.path.exists(os.path.join(prefix, f)), f)
+            # The service runs the daemon installed under this prefix.
+            with open(os.path.join(prefix, "lib/systemd/system/heapprofd.service")) as f:
+                self.assertIn("ExecStart=%s/bin/heapprofd " % prefix, f.read())
             pcs = [os.path.join(dp, f) for dp, _, fs in os.walk(prefix) for f in fs
                    if f == "heapscope.pc"]
             self.assertEqual(len(pcs), 1)
