@@ -39,7 +39,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: heapscope profile [options] -- PROGRAM [ARGS...]\n"
-            "       heapscope profile [options] -p PID[,PID...] | -n NAME [--duration SECONDS]\n"
+            "       heapscope profile [options] -p PID[,PID...] | -n NAME | --all [--duration S]\n"
             "\n"
             "Samples a program's heap allocations with their call stacks (Android's heapprofd):\n"
             "about one allocation per 4 KiB allocated is recorded, its stack unwound in a\n"
@@ -52,6 +52,8 @@ static void usage(FILE *out)
             "                        preloaded (LD_PRELOAD=$(heapscope profile --print-library)),\n"
             "                        until they exit, --duration passes or Ctrl-C\n"
             "  -n, --name NAME       the same for every process named NAME\n"
+            "  -a, --all             the same for every process of yours whose client is\n"
+            "                        loaded (a machine or container with /etc/ld.so.preload)\n"
             "\n"
             "Options:\n"
             "  -i, --interval BYTES  average bytes between samples (default 4096; 1 records\n"
@@ -68,7 +70,7 @@ static void usage(FILE *out)
             "      --buffer-size N   shared buffer per process in bytes, a power of two\n"
             "                        (default 8388608)\n"
             "      --max-stack N     most bytes of stack copied per sample (default 65536)\n"
-            "      --duration S      with -p or -n: stop after S seconds\n"
+            "      --duration S      with -p, -n or --all: stop after S seconds\n"
             "      --print-library   print the client library's path and exit\n"
             "  -q, --quiet           print nothing but errors\n"
             "  -h, --help            show this help\n"
@@ -151,8 +153,28 @@ static bool parse_pids(struct profile_args *a, const char *list)
     return ok;
 }
 
-/* Every process whose name (/proc/PID/comm) is name, except this one. */
-static bool find_by_name(struct profile_args *a, const char *name)
+/* The client is loaded in pid and listens for the profiling signal (quietly: for --all). */
+static bool client_armed(pid_t pid)
+{
+    char path[64];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    char *maps = kill(pid, 0) == 0 ? hs_read_small_file(path, &len) : NULL;
+    bool loaded = maps != NULL && strstr(maps, "/libheapprofd.so") != NULL;
+    free(maps);
+    if (!loaded)
+        return false;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *status = hs_read_small_file(path, &len);
+    const char *caught = status ? strstr(status, "\nSigCgt:") : NULL;
+    unsigned long long mask = caught ? strtoull(caught + 8, NULL, 16) : 0;
+    free(status);
+    return (mask & (1ull << (PROFILE_SIGNAL - 1))) != 0;
+}
+
+/* Every process (but this one) whose name (/proc/PID/comm) is name, or with name NULL every
+ * process of ours whose client is loaded and armed. */
+static bool find_processes(struct profile_args *a, const char *name)
 {
     DIR *d = opendir("/proc");
     if (d == NULL) {
@@ -166,14 +188,19 @@ static bool find_by_name(struct profile_args *a, const char *name)
         long pid = strtol(e->d_name, &end, 10);
         if (*end != '\0' || pid <= 0 || pid == getpid())
             continue;
-        char path[64], comm[64];
-        snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
-        FILE *f = fopen(path, "re");
-        if (f == NULL)
-            continue;
-        bool match = fgets(comm, sizeof(comm), f) != NULL &&
-                     (comm[strcspn(comm, "\n")] = '\0', strcmp(comm, name) == 0);
-        fclose(f);
+        bool match;
+        if (name == NULL) {
+            match = client_armed((pid_t)pid);
+        } else {
+            char path[64], comm[64];
+            snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+            FILE *f = fopen(path, "re");
+            if (f == NULL)
+                continue;
+            match = fgets(comm, sizeof(comm), f) != NULL &&
+                    (comm[strcspn(comm, "\n")] = '\0', strcmp(comm, name) == 0);
+            fclose(f);
+        }
         if (match) {
             if (!add_target(a, (pid_t)pid)) {
                 closedir(d);
@@ -183,8 +210,11 @@ static bool find_by_name(struct profile_args *a, const char *name)
         }
     }
     closedir(d);
-    if (found == 0)
+    if (found == 0 && name != NULL)
         fprintf(stderr, "heapscope profile: no process named '%s'\n", name);
+    else if (found == 0)
+        fprintf(stderr, "heapscope profile: no process of yours has the profiler's client "
+                        "loaded (see 'heapscope profile --print-library')\n");
     return found > 0;
 }
 
@@ -507,6 +537,7 @@ int hs_cmd_profile(int argc, char **argv)
     static const struct option longopts[] = {
         {"pid", required_argument, NULL, 'p'},
         {"name", required_argument, NULL, 'n'},
+        {"all", no_argument, NULL, 'a'},
         {"interval", required_argument, NULL, 'i'},
         {"output", required_argument, NULL, 'o'},
         {"continuous", required_argument, NULL, OPT_CONTINUOUS},
@@ -526,10 +557,10 @@ int hs_cmd_profile(int argc, char **argv)
     memset(&a, 0, sizeof(a));
     a.out_dir = ".";
     const char *name = NULL;
-    bool print_library = false;
+    bool print_library = false, all = false;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+p:n:i:o:qh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+p:n:ai:o:qh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'p':
             if (!parse_pids(&a, optarg))
@@ -537,6 +568,9 @@ int hs_cmd_profile(int argc, char **argv)
             break;
         case 'n':
             name = optarg;
+            break;
+        case 'a':
+            all = true;
             break;
         case 'i':
             daemon_arg(&a, "--interval");
@@ -599,14 +633,14 @@ int hs_cmd_profile(int argc, char **argv)
         printf("%s\n", lib);
         return 0;
     }
-    bool attach = a.num_targets > 0 || name != NULL;
+    bool attach = a.num_targets > 0 || name != NULL || all;
     if (attach == (optind < argc)) {
         fprintf(stderr, attach ? "heapscope profile: give -p/-n or a program, not both\n"
                                : "heapscope profile: give a program to run (after --), or -p "
-                                 "PID / -n NAME (see --help)\n");
+                                 "PID / -n NAME / --all (see --help)\n");
         return 2;
     }
-    if (name != NULL && !find_by_name(&a, name))
+    if ((name != NULL || all) && !find_processes(&a, name))
         return 1;
     struct stat st;
     if (mkdir(a.out_dir, 0777) != 0 && errno != EEXIST) {

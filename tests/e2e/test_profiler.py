@@ -397,6 +397,7 @@ class ProfilerTest(unittest.TestCase):
             sleep 0.5
             grep -l libheapprofd.so /proc/$!/maps > /dev/null
             "$CLI" profile -n hp_workload --duration 1 -o "$OUT/profiles"
+            "$CLI" profile --all --duration 1 -o "$OUT/all" 2> "$OUT/all.err"
             pkill -TERM -x hp_workload
             wait
         """
@@ -411,6 +412,12 @@ class ProfilerTest(unittest.TestCase):
         self.assertEqual(len(profiles), 3, proc.stderr)
         for profile in profiles:
             self.assertGreater(per_site(profile, "alloc_objects").get("site_serve", 0), 0)
+        # --all: every process of ours with the client loaded and its signal armed (the three,
+        # and whatever else in the namespace has it), in second sessions.
+        with open(os.path.join(self.dir, "all.err")) as f:
+            self.assertRegex(f.read(), r"profiling [3-9] processes")
+        second = glob.glob(os.path.join(self.dir, "all", "hp_workload.*.final.pb.gz"))
+        self.assertEqual(len(second), 3, os.listdir(os.path.join(self.dir, "all")))
         for i in (1, 2, 3):
             with open(os.path.join(self.dir, "prog%d.out" % i)) as f:
                 self.assertIn("serve done checksum_ok=1", f.read())
