@@ -232,7 +232,7 @@ class ProfilerTest(unittest.TestCase):
         buffers = [l for l in js if "ArrayBufferAllocator" in l.rpartition(" ")[0].split(";")[-1]]
         self.assertEqual(sum(int(l.rpartition(" ")[2]) for l in buffers), 200 * 200000, js)
         # "JS:~makeBuffers FILE:1:21" (V8 11), "LazyCompile:~makeBuffers ..." (older V8).
-        self.assertRegex(js[0], r";[A-Za-z]+:[~*^]?makeBuffers " + re.escape(script) + ":1:")
+        self.assertRegex(js[0], r";[A-Za-z]+:[~*^]?makeBuffers " + re.escape(script) + ":1")
         self.assertRegex(comments(profile), r"perf map: \d+ names of JIT code")
 
     def test_android_dump_and_dump_at_max(self):
