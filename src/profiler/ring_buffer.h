@@ -108,6 +108,10 @@ struct hs_rb_meta {
     /* Lock acquisitions that found the lock held, and those given up (HS_RB_LOCK_TIMEOUT). */
     uint64_t spinlock_waits;
     uint64_t failed_spinlocks;
+    /* The reader's line for its wishes: the smallest sampling interval the reader asks the
+     * writers to use (0: none), to bound the data rate of a whole machine. Written by the
+     * reader, read by the writers (relaxed); the buffer itself does not use it. */
+    uint64_t requested_interval __attribute__((aligned(64)));
 };
 
 #define HS_RB_LOCK_HELD 1u

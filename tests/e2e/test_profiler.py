@@ -425,6 +425,33 @@ class ProfilerTest(unittest.TestCase):
         self.assertFalse(os.path.exists("/etc/ld.so.preload") and
                          CLIENT in open("/etc/ld.so.preload").read())
 
+    def test_data_rate_bound(self):
+        # A daemon bounded to 64 KiB/s of records for all its processes together asks two busy
+        # programs for larger intervals; their profiles stay unbiased (each sample weighs the
+        # interval it was drawn with), and say how far the bound went.
+        d = Daemon(self.dir, "--max-rate", "65536")
+        progs = [subprocess.Popen([WORKLOAD, "serve", "3"], stdout=subprocess.PIPE, text=True,
+                                  env=d.client_env()) for _ in range(2)]
+        for p in progs:
+            RUNNING.append(p)
+        for p in progs:
+            out, _ = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0)
+            self.assertIn("serve done checksum_ok=1", out)
+        d.stop()
+        with open(os.path.join(self.dir, "heapprofd.log")) as f:
+            self.assertRegex(f.read(), r"data rate \d+ bytes/s \(--max-rate 65536\): asking "
+                                       r"every process for an interval of at least \d+ bytes")
+        for p in progs:
+            profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % p.pid)
+            text = comments(profile)
+            m = re.search(r"asked for an interval of up to (\d+) bytes", text)
+            self.assertIsNotNone(m, text)
+            self.assertGreaterEqual(int(m.group(1)), 8192)
+            largest = int(re.search(r"largest in force: (\d+)", text).group(1))
+            self.assertGreaterEqual(largest, 8192)
+            self.assertGreater(per_site(profile, "alloc_objects").get("site_serve", 0), 0)
+
     def test_hostile_clients(self):
         d = Daemon(self.dir)
         # Not a client at all.

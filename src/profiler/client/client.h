@@ -27,6 +27,9 @@ enum { HS_CLIENT_OFF = 0, HS_CLIENT_ATTACHING = 1, HS_CLIENT_ON = 2 };
 /* Android's profiler signal number (bionic's __SIGRTMIN + 4); its value names the daemon. */
 #define HS_CLIENT_SIGNAL 36
 
+/* The largest interval a daemon's request can impose (1 GiB: still a sample now and then). */
+#define HS_CLIENT_MAX_REQUESTED_INTERVAL (1ull << 30)
+
 /* Where the system daemon listens (dist/systemd/heapprofd.socket), for a signal without a
  * value and no HEAPSCOPE_PROFILE_SOCKET. */
 #define HS_CLIENT_SYSTEM_SOCKET "/run/heapscope/heapprofd.sock"

@@ -111,9 +111,20 @@ static bool adapt_interval(void)
 {
     uint64_t used = hs_rb_used(&hs_client.rb), size = hs_client.rb.size;
     uint64_t cur = __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
+    /* The daemon may ask for a larger interval (its --max-rate for all processes together):
+     * taken at once, and never gone below while it stands. */
+    uint64_t floor = __atomic_load_n(&hs_client.rb.meta->requested_interval, __ATOMIC_RELAXED);
+    if (floor > HS_CLIENT_MAX_REQUESTED_INTERVAL)
+        floor = HS_CLIENT_MAX_REQUESTED_INTERVAL;
+    if (floor < hs_client.base_interval)
+        floor = hs_client.base_interval;
+    if (cur < floor) {
+        __atomic_store_n(&hs_client.interval, floor, __ATOMIC_RELAXED);
+        cur = floor;
+    }
     bool backlog = used > size / 2;
     bool raise = backlog && cur < hs_client.max_interval;
-    bool lower = used < size / 8 && cur > hs_client.base_interval;
+    bool lower = used < size / 8 && cur > floor;
     if (!backlog && !lower)
         return true;
     uint64_t now = hs_client_now_ns();
@@ -133,8 +144,8 @@ static bool adapt_interval(void)
     uint64_t next = raise ? cur * 2 : cur / 2;
     if (next > hs_client.max_interval)
         next = hs_client.max_interval;
-    if (next < hs_client.base_interval)
-        next = hs_client.base_interval;
+    if (next < floor)
+        next = floor;
     __atomic_store_n(&hs_client.interval, next, __ATOMIC_RELAXED);
     if (raise)
         __atomic_add_fetch(&hs_client.interval_raises, 1, __ATOMIC_RELAXED);

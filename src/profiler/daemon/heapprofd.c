@@ -69,6 +69,8 @@ static void usage(FILE *out)
             "  -p, --pid PID            accept only this process (repeatable)\n"
             "      --max-memory MIB     stop when the daemon's memory passes MIB\n"
             "      --max-cpu SECONDS    stop when the daemon's CPU time passes SECONDS\n"
+            "      --max-rate BYTES     bound the data all processes send together, per second,\n"
+            "                           by asking them for larger sampling intervals\n"
             "  -l, --log FILE           log to FILE instead of stderr\n"
             "      --ready-fd N         report events on descriptor N\n"
             "  -h, --help               show this help\n"
@@ -84,6 +86,8 @@ struct daemon {
     size_t num_procs;
     uint64_t continuous_ns, next_continuous;
     uint64_t max_memory, max_cpu_ns;
+    uint64_t max_rate;           /* record bytes per second, all processes (0: no bound) */
+    uint64_t requested_interval; /* what the bound asks of every process now (0: nothing) */
     uint64_t next_guard;
     bool stopping;
     uint64_t stop_deadline;
@@ -142,6 +146,7 @@ enum {
     OPT_MAX_MEMORY,
     OPT_MAX_CPU,
     OPT_READY_FD,
+    OPT_MAX_RATE,
 };
 
 static pid_t g_pids[256];
@@ -177,6 +182,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, const char **a
         {"max-cpu", required_argument, NULL, OPT_MAX_CPU},
         {"log", required_argument, NULL, 'l'},
         {"ready-fd", required_argument, NULL, OPT_READY_FD},
+        {"max-rate", required_argument, NULL, OPT_MAX_RATE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -253,6 +259,10 @@ static int parse_options(int argc, char **argv, struct daemon *d, const char **a
         case 'l':
             setenv("HEAPSCOPE_LOG_FILE", optarg, 1);
             break;
+        case OPT_MAX_RATE:
+            if (!parse_u64(optarg, 1024, 1ull << 40, &d->max_rate))
+                bad = "--max-rate takes bytes per second, at least 1024";
+            break;
         case OPT_READY_FD:
             if (!parse_u64(optarg, 0, INT_MAX, &v))
                 bad = "--ready-fd takes a descriptor number";
@@ -281,6 +291,8 @@ static int parse_options(int argc, char **argv, struct daemon *d, const char **a
     }
     if (c->max_interval < c->interval)
         c->max_interval = c->interval;
+    if (d->max_rate != 0)
+        c->flags |= HS_CONFIG_ADAPTIVE; /* the clients take the requests there */
     if (c->interval == 1)
         c->flags &= ~HS_CONFIG_ADAPTIVE; /* exact means exact: wait instead */
     if ((uint64_t)c->max_stack + 4096 > c->buffer_size / 4)
@@ -314,6 +326,8 @@ static void accept_all(struct daemon *d)
             continue;
         }
         d->procs[d->num_procs++] = p;
+        if (d->requested_interval != 0)
+            hs_process_request_interval(p, d->requested_interval);
         report(d, "connected %d", (int)hs_process_pid(p));
     }
 }
@@ -370,6 +384,37 @@ static void check_guardrails(struct daemon *d)
             d->exit_code = 3;
         }
     }
+}
+
+/* Once a second: when all processes together sent more than --max-rate bytes, asks each of
+ * them for a larger interval (the samples carry the interval they were drawn with: the
+ * profiles stay unbiased); when they send well under it, relaxes the request by half. */
+static void bound_data_rate(struct daemon *d)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < d->num_procs; i++)
+        total += hs_process_take_bytes(d->procs[i]);
+    if (d->max_rate == 0)
+        return;
+    uint64_t wanted = d->requested_interval;
+    if (total > d->max_rate) {
+        uint64_t base = wanted ? wanted : d->cfg.interval;
+        uint64_t factor = 2;
+        while (factor < 16 && total / factor > d->max_rate)
+            factor *= 2;
+        wanted = base * factor > (1ull << 30) ? (1ull << 30) : base * factor;
+    } else if (wanted != 0 && total < d->max_rate / 4) {
+        wanted = wanted / 2 <= d->cfg.interval ? 0 : wanted / 2;
+    }
+    if (wanted == d->requested_interval)
+        return;
+    hs_log("data rate %llu bytes/s (--max-rate %llu): asking every process for an interval of "
+           "at least %llu bytes",
+           (unsigned long long)total, (unsigned long long)d->max_rate,
+           (unsigned long long)(wanted ? wanted : d->cfg.interval));
+    d->requested_interval = wanted;
+    for (size_t i = 0; i < d->num_procs; i++)
+        hs_process_request_interval(d->procs[i], wanted);
 }
 
 /* ---- The loop ---------------------------------------------------------------------------- */
@@ -436,6 +481,7 @@ static int run(struct daemon *d)
         }
         if (now >= d->next_guard) {
             check_guardrails(d);
+            bound_data_rate(d);
             d->next_guard = now + 1000000000ull;
         }
     }

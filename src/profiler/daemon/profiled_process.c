@@ -44,6 +44,7 @@ struct stats {
     uint64_t max_record_interval;
     uint64_t unwind_ns, bookkeeping_ns; /* time spent on samples, for the statistics */
     uint64_t stack_bytes;               /* stack copied by the client, all samples */
+    uint64_t max_requested_interval;    /* the largest interval asked for (--max-rate) */
     uint64_t dumps;
 };
 
@@ -70,6 +71,7 @@ struct hs_profiled_process {
     size_t scratch_cap;
     uint64_t start_ns, start_wall_ns;
     uint64_t last_record_ns;
+    uint64_t bytes_window; /* record bytes since hs_process_take_bytes */
     bool client_gone, stopped, drained;
     enum hs_rb_status broken;
     char stop_reason[128];
@@ -460,6 +462,7 @@ enum hs_drain_state hs_process_drain(struct hs_profiled_process *p, size_t max)
                 continue;
             }
             memcpy(p->scratch, rec.data, len); /* the client may still write there */
+            p->bytes_window += len;
             apply(p, p->scratch, len);
             /* Only now: an exiting client waits for its buffer to be empty, so that its maps
              * can still be read for the records it leaves (see the client's session.c). */
@@ -503,6 +506,20 @@ void hs_process_stop(struct hs_profiled_process *p, const char *why)
     hs_rb_set_stall_timeout(&p->rb, STALL_AFTER_END_NS);
 }
 
+uint64_t hs_process_take_bytes(struct hs_profiled_process *p)
+{
+    uint64_t n = p->bytes_window;
+    p->bytes_window = 0;
+    return n;
+}
+
+void hs_process_request_interval(struct hs_profiled_process *p, uint64_t interval)
+{
+    __atomic_store_n(&p->rb.meta->requested_interval, interval, __ATOMIC_RELAXED);
+    if (interval > p->st.max_requested_interval)
+        p->st.max_requested_interval = interval;
+}
+
 bool hs_process_finished(const struct hs_profiled_process *p)
 {
     return (p->client_gone || p->stopped) && (p->drained || p->broken != HS_RB_OK);
@@ -518,7 +535,7 @@ size_t hs_process_memory(const struct hs_profiled_process *p)
 
 /* ---- Dumps -------------------------------------------------------------------------------- */
 
-#define MAX_COMMENTS 15
+#define MAX_COMMENTS 16
 
 /* The daemon's resident memory, from /proc/self/statm. */
 uint64_t hs_daemon_resident_bytes(void)
@@ -569,6 +586,11 @@ static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMME
              (unsigned long long)s->unwinds[HS_UNWIND_NO_INFO],
              (unsigned long long)s->unwinds[HS_UNWIND_BAD_FRAME]);
     snprintf(c[n++], COMMENT_LEN, "maps read: %llu times", (unsigned long long)s->maps_reads);
+    if (s->max_requested_interval > 0)
+        snprintf(c[n++], COMMENT_LEN,
+                 "the daemon's data-rate bound (--max-rate) asked for an interval of up to %llu "
+                 "bytes",
+                 (unsigned long long)s->max_requested_interval);
     if (s->mallocs > 0)
         snprintf(c[n++], COMMENT_LEN,
                  "per sample (mean): %.0f bytes of stack copied, daemon %.2f us unwinding and "

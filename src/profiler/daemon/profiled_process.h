@@ -51,6 +51,13 @@ struct hs_profiled_process;
 struct hs_profiled_process *hs_process_accept(int sock, const struct hs_daemon_config *cfg,
                                               char *err, size_t err_cap);
 
+/* Bytes of records applied since the last call (the data rate, for heapprofd --max-rate). */
+uint64_t hs_process_take_bytes(struct hs_profiled_process *p);
+
+/* Asks the client for a sampling interval of at least `interval` (0: no request), through its
+ * buffer's metadata page; its adaptive sampling takes it at the next sample. */
+void hs_process_request_interval(struct hs_profiled_process *p, uint64_t interval);
+
 /* The socket to poll for input (wake-ups and the end of the session). */
 int hs_process_socket(const struct hs_profiled_process *p);
 pid_t hs_process_pid(const struct hs_profiled_process *p);
