@@ -1,4 +1,5 @@
-/* hash.h: the hashes the tools share (stack deduplication, grouping by backtrace). */
+/* hash.h: the hashes the tools share (stack deduplication, grouping by backtrace, hash
+ * tables). */
 #ifndef HEAPSCOPE_COMMON_HASH_H
 #define HEAPSCOPE_COMMON_HASH_H
 
@@ -16,6 +17,18 @@ static inline uint64_t hs_hash_frames(const uintptr_t *frames, size_t n)
         h ^= h >> 32;
     }
     return h;
+}
+
+/* A 64-bit finalizer (MurmurHash3's fmix64): every input bit changes every output bit with
+ * probability about 1/2, so any bits of the result can index a table. */
+static inline uint64_t hs_hash_mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
 }
 
 #endif

@@ -22,6 +22,7 @@
  * and the top-level tables are allocated at their exact size. Memory is charged against the
  * budget before each allocation.
  */
+#include "hash.h"
 #include "pprof.h"
 
 #include <errno.h>
@@ -161,16 +162,6 @@ static void pp_fail(struct hs_pprof *p, int e)
 
 /* ---- Hashing and maps ---- */
 
-static inline uint64_t mix64(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
-
 /* Composite keys start from a seed: hash_add(hash_add(0, x), x) would be 0 for every x. */
 #define HASH_SEED 0x243f6a8885a308d3ull
 
@@ -196,7 +187,7 @@ static uint64_t hash_bytes(const void *data, size_t n)
             w |= (uint64_t)s[i] << (8 * i);
         h = hash_add(h, w);
     }
-    return mix64(h);
+    return hs_hash_mix64(h);
 }
 
 static inline uint32_t hash32(uint64_t h)
@@ -477,8 +468,8 @@ uint64_t hs_pprof_mapping(struct hs_pprof *p, uint64_t start, uint64_t limit, ui
     if (!buildable(p))
         return 0;
     struct mapping_key k = {start, make_key(filename)};
-    uint32_t h =
-        hash32(mix64(hash_add(hash_add(HASH_SEED, start), hash_bytes(k.filename.s, k.filename.n))));
+    uint32_t h = hash32(hs_hash_mix64(
+        hash_add(hash_add(HASH_SEED, start), hash_bytes(k.filename.s, k.filename.n))));
     size_t i = map_find(p, &p->map_dedup, h, mapping_eq, &k);
     if (i != HS_PPROF_NONE)
         return p->maps[i].id;
@@ -537,7 +528,7 @@ uint64_t hs_pprof_function(struct hs_pprof *p, const char *name, const char *sys
     uint64_t hh = hash_add(HASH_SEED, hash_bytes(k.name.s, k.name.n));
     hh = hash_add(hh, hash_bytes(k.system_name.s, k.system_name.n));
     hh = hash_add(hh, hash_bytes(k.filename.s, k.filename.n));
-    uint32_t h = hash32(mix64(hh));
+    uint32_t h = hash32(hs_hash_mix64(hh));
     size_t i = map_find(p, &p->func_dedup, h, function_eq, &k);
     if (i != HS_PPROF_NONE)
         return p->funcs[i].id;
@@ -593,7 +584,7 @@ uint64_t hs_pprof_location(struct hs_pprof *p, uint64_t mapping_id, uint64_t add
         for (size_t j = 0; j < num_lines; j++)
             hh = hash_add(hash_add(hh, lines[j].function_id), (uint64_t)lines[j].line);
     }
-    uint32_t h = hash32(mix64(hh));
+    uint32_t h = hash32(hs_hash_mix64(hh));
     size_t i = map_find(p, &p->loc_dedup, h, location_eq, &k);
     if (i != HS_PPROF_NONE)
         return p->locs[i].id;
@@ -1239,7 +1230,7 @@ static bool id_eq_location(const struct hs_pprof *p, size_t idx, const void *key
 
 static uint32_t id_hash(uint64_t id)
 {
-    return hash32(mix64(id));
+    return hash32(hs_hash_mix64(id));
 }
 
 /* Registers the id of entry idx; fails on id 0 and duplicates. */

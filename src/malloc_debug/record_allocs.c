@@ -52,6 +52,7 @@
  * Signals: the SIGRTMAX-18 handler only sets g_dump_requested; the next malloc/free writes.
  */
 #define _GNU_SOURCE
+#include "clock.h"
 #include "record_allocs.h"
 
 #include "debug_state.h"
@@ -146,9 +147,7 @@ static __thread struct {
 
 uint64_t hs_md_record_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return hs_monotonic_ns();
 }
 
 /* Backs off in a wait loop: spin, then yield, then sleep 100 us at a time. */

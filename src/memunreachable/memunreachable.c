@@ -8,6 +8,7 @@
  * check at a time per process. Runs in ordinary program context: it may allocate.
  */
 #define _GNU_SOURCE
+#include "clock.h"
 #include "heapscope/memunreachable.h"
 
 #include "capture.h"
@@ -46,13 +47,6 @@ static void mu_log(const char *fmt, ...)
     va_start(ap, fmt);
     hs_vlog_tag("memunreachable", fmt, ap);
     va_end(ap);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void ignore_block(uintptr_t ptr, size_t size, void *arg)
@@ -117,7 +111,7 @@ static __attribute__((noinline)) bool get_unreachable_memory(struct UnreachableM
 
     int saved_errno = errno;
     pthread_mutex_lock(&g_check_lock);
-    uint64_t start = now_ns();
+    uint64_t start = hs_monotonic_ns();
     int fds[2];
     int rc = pipe2(fds, O_CLOEXEC) == 0 ? 0 : -errno;
     struct hs_mu_collect_stats stats;
@@ -134,7 +128,7 @@ static __attribute__((noinline)) bool get_unreachable_memory(struct UnreachableM
         mu_log("cannot check for unreachable memory: pipe: %s", hs_errno_text(-rc));
     }
     g_last_stats.pause_ns = stats.pause_ns;
-    g_last_stats.total_ns = now_ns() - start;
+    g_last_stats.total_ns = hs_monotonic_ns() - start;
     g_last_stats.num_threads = stats.num_threads;
     pthread_mutex_unlock(&g_check_lock);
     errno = saved_errno;

@@ -11,6 +11,7 @@
  * wrong-but-accepted value stays inside the double mapping.
  */
 #define _GNU_SOURCE
+#include "clock.h"
 #include "ring_buffer.h"
 
 #include <errno.h>
@@ -32,13 +33,6 @@ _Static_assert(sizeof(struct hs_rb_meta) <= HS_RB_PAGE_SIZE, "metadata must fit 
 #define RELAXED __ATOMIC_RELAXED
 #define ACQUIRE __ATOMIC_ACQUIRE
 #define RELEASE __ATOMIC_RELEASE
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* now + ns, saturating (a huge timeout means "practically never"). */
 static uint64_t deadline_after(uint64_t now, uint64_t ns)
@@ -250,7 +244,7 @@ static enum hs_rb_status lock_acquire(struct hs_rb *rb)
         }
         /* The holder may be preempted: let it run, and watch the clock. */
         sched_yield();
-        uint64_t now = now_ns();
+        uint64_t now = hs_monotonic_ns();
         if (deadline == 0) {
             deadline = deadline_after(now, rb->lock_timeout_ns);
         } else if (now >= deadline) {
@@ -332,7 +326,7 @@ enum hs_rb_status hs_rb_write_retry(struct hs_rb *rb, const void *buf, size_t le
         enum hs_rb_status st = hs_rb_write(rb, buf, len, wake_reader);
         if (st != HS_RB_FULL)
             return st;
-        uint64_t now = now_ns();
+        uint64_t now = hs_monotonic_ns();
         if (deadline == 0)
             deadline = deadline_after(now, timeout_ns);
         else if (now >= deadline)
@@ -399,7 +393,7 @@ enum hs_rb_status hs_rb_peek(struct hs_rb *rb, struct hs_rb_record *rec)
         rec->len = (size_t)(h - HS_RB_HEADER_SIZE);
         return HS_RB_OK;
     case HS_RB_PENDING: {
-        uint64_t now = now_ns();
+        uint64_t now = hs_monotonic_ns();
         if (!rb->pending_seen || rb->pending_pos != rb->read_pos) {
             rb->pending_seen = true;
             rb->pending_pos = rb->read_pos;

@@ -117,16 +117,23 @@ void hs_client_record_sample(uint32_t heap, uint64_t key, uint64_t size, uint64_
     hs_client_busy = 0;
 }
 
-void hs_client_record_free(uint32_t heap, uint64_t key)
+/* Writes the free record of key, numbered seq, unless the client itself is freeing. */
+static void report_free(uint32_t heap, uint64_t seq, uint64_t key)
 {
-    if (!hs_sampled_remove(key) || !may_report_free())
+    if (!may_report_free())
         return;
     hs_client_busy = 1;
     if (hs_client_enter()) {
-        write_free_record(heap, hs_client_next_seq(), key);
+        write_free_record(heap, seq, key);
         hs_client_leave();
     }
     hs_client_busy = 0;
+}
+
+void hs_client_record_free(uint32_t heap, uint64_t key)
+{
+    if (hs_sampled_remove(key))
+        report_free(heap, hs_client_next_seq(), key);
 }
 
 /* The countdown of this thread ran out (size already subtracted), or the block is at least
@@ -230,16 +237,10 @@ SAMPLED_PATH void *realloc_on(void *p, size_t size)
     uint64_t free_seq = was_sampled ? hs_client_next_seq() : 0;
     void *q = __libc_realloc(p, size);
     if (was_sampled) {
-        if (q == NULL && size != 0) {
+        if (q == NULL && size != 0)
             hs_sampled_insert(key); /* failed: p lives on, still sampled */
-        } else if (may_report_free()) {
-            hs_client_busy = 1;
-            if (hs_client_enter()) {
-                write_free_record(0, free_seq, key);
-                hs_client_leave();
-            }
-            hs_client_busy = 0;
-        }
+        else
+            report_free(0, free_seq, key);
     }
     if (q != NULL || size == 0)
         after_alloc(q, size);

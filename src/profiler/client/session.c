@@ -18,6 +18,7 @@
  * idle process attaches too.
  */
 #define _GNU_SOURCE /* POLLRDHUP */
+#include "clock.h"
 #include "client.h"
 #include "env.h"
 #include "errno_text.h"
@@ -54,9 +55,7 @@ static __thread uint32_t t_tid __attribute__((tls_model("initial-exec")));
 
 uint64_t hs_client_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return hs_monotonic_ns();
 }
 
 uint32_t hs_client_tid(void)

@@ -69,6 +69,7 @@
  * the struct of a heap used for the first time).
  */
 #define _GNU_SOURCE
+#include "hash.h"
 #include "heap_tracker.h"
 
 #include <errno.h>
@@ -153,29 +154,19 @@ struct hs_tracker {
 
 /* ---- Helpers ---------------------------------------------------------------------------- */
 
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 static inline uint64_t key_hash(uint32_t heap, uint64_t addr)
 {
-    return mix64(addr + (uint64_t)(heap + 1) * 0x9e3779b97f4a7c15ull);
+    return hs_hash_mix64(addr + (uint64_t)(heap + 1) * 0x9e3779b97f4a7c15ull);
 }
 
 static inline uint64_t trie_hash(uint32_t parent, uintptr_t pc)
 {
-    return mix64((uint64_t)pc ^ mix64((uint64_t)parent + 0x632be59bd9b4e019ull));
+    return hs_hash_mix64((uint64_t)pc ^ hs_hash_mix64((uint64_t)parent + 0x632be59bd9b4e019ull));
 }
 
 static inline uint64_t site_hash(uint32_t heap, uint32_t node)
 {
-    return mix64(((uint64_t)heap << 32 | node) + 0x2545f4914f6cdd1dull);
+    return hs_hash_mix64(((uint64_t)heap << 32 | node) + 0x2545f4914f6cdd1dull);
 }
 
 /* A capacity of at least `need` elements of `elem` bytes: double `cap`, at least `min`.

@@ -13,6 +13,7 @@
  * "connected PID", "refused PID: REASON" and "finished PID PROFILE" (for `heapscope profile`).
  */
 #define _GNU_SOURCE
+#include "clock.h"
 #include "handshake.h"
 #include "log.h"
 #include "profiled_process.h"
@@ -93,13 +94,6 @@ struct daemon {
     uint64_t stop_deadline;
     int exit_code;
 };
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void report(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void report(struct daemon *d, const char *fmt, ...)
@@ -351,7 +345,7 @@ static void stop_all(struct daemon *d, const char *why)
 {
     if (!d->stopping) {
         d->stopping = true;
-        d->stop_deadline = mono_ns() + STOP_DEADLINE_NS;
+        d->stop_deadline = hs_monotonic_ns() + STOP_DEADLINE_NS;
     }
     for (size_t i = 0; i < d->num_procs; i++)
         hs_process_stop(d->procs[i], why);
@@ -435,7 +429,7 @@ static int run(struct daemon *d)
     struct pollfd fds[MAX_PROCESSES + 2];
     enum hs_drain_state need = HS_DRAIN_IDLE;
     for (;;) {
-        uint64_t now = mono_ns();
+        uint64_t now = hs_monotonic_ns();
         if (d->stopping && (d->num_procs == 0 || now >= d->stop_deadline)) {
             while (d->num_procs > 0)
                 finish(d, d->num_procs - 1);
@@ -474,7 +468,7 @@ static int run(struct daemon *d)
             if (hs_process_finished(d->procs[i]))
                 finish(d, i);
 
-        now = mono_ns();
+        now = hs_monotonic_ns();
         if (d->continuous_ns != 0 && now >= d->next_continuous) {
             dump_all(d);
             d->next_continuous = now + d->continuous_ns;
@@ -538,7 +532,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "heapprofd: cannot listen on %s: %s\n", address, strerror(errno));
         return 1;
     }
-    uint64_t now = mono_ns();
+    uint64_t now = hs_monotonic_ns();
     d.next_continuous = now + d.continuous_ns;
     d.next_guard = now + 1000000000ull;
     report(&d, "ready");

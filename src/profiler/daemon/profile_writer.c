@@ -64,16 +64,6 @@ static int64_t round_i64(double v)
     return i;
 }
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 /* Sets errno from the stream's state after a flush; returns 0 when all went well. */
 static int stream_status(FILE *out)
 {
@@ -218,7 +208,7 @@ static bool locs_reserve(struct pprof_ctx *c)
     for (size_t i = 0; i < c->locs_cap; i++) {
         if (c->locs[i].id == 0)
             continue;
-        size_t j = mix64(c->locs[i].pc) & (cap - 1);
+        size_t j = hs_hash_mix64(c->locs[i].pc) & (cap - 1);
         while (table[j].id != 0)
             j = (j + 1) & (cap - 1);
         table[j] = c->locs[i];
@@ -234,7 +224,7 @@ static uint64_t location_of(struct pprof_ctx *c, uintptr_t pc, bool is_return_ad
 {
     if (!locs_reserve(c))
         return 0;
-    size_t mask = c->locs_cap - 1, slot = mix64(pc) & mask;
+    size_t mask = c->locs_cap - 1, slot = hs_hash_mix64(pc) & mask;
     for (; c->locs[slot].id != 0; slot = (slot + 1) & mask)
         if (c->locs[slot].pc == pc)
             return c->locs[slot].id;

@@ -1,5 +1,6 @@
 /* profiled_process.c: one profiled process, seen from the daemon (see profiled_process.h). */
 #define _GNU_SOURCE /* struct ucred */
+#include "clock.h"
 #include "profiled_process.h"
 
 #include "handshake.h"
@@ -78,20 +79,6 @@ struct hs_profiled_process {
     char last_profile[PATH_MAX + 16];
     struct stats st;
 };
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- Sessions per pid (an exec keeps the pid and starts a new session) ---------------------- */
 
@@ -188,7 +175,7 @@ static int read_maps(struct hs_profiled_process *p)
     if (len == 0)
         return -1; /* the process is gone: keep what we had */
     p->maps_len = len;
-    p->maps_read_ns = mono_ns();
+    p->maps_read_ns = hs_monotonic_ns();
     p->st.maps_reads++;
     hs_unwinder_set_maps(p->unwinder, p->maps, len);
     hs_symbolizer_add_maps_text(p->symbolizer, p->maps, len);
@@ -233,6 +220,14 @@ static void refuse(int sock, const char *reason)
     hs_sock_send(sock, &cfg, sizeof(cfg), NULL, 0);
 }
 
+/* Makes s usable inside a file name: no slashes, spaces or control characters. */
+static void file_name_part(char *s)
+{
+    for (char *c = s; *c; c++)
+        if (*c == '/' || *c == ' ' || (unsigned char)*c < 32)
+            *c = '_';
+}
+
 static void read_program_name(pid_t pid, char *out, size_t cap)
 {
     char path[64];
@@ -244,12 +239,8 @@ static void read_program_name(pid_t pid, char *out, size_t cap)
     if (n <= 0)
         n = snprintf(out, cap, "process");
     out[n] = '\0';
-    /* A file name part: no slashes, spaces or dots' surprises. */
-    for (char *c = out; *c; c++)
-        if (*c == '\n')
-            *c = '\0';
-        else if (*c == '/' || *c == ' ' || (unsigned char)*c < 32)
-            *c = '_';
+    out[strcspn(out, "\n")] = '\0'; /* comm ends with a newline */
+    file_name_part(out);
 }
 
 static bool pid_wanted(const struct hs_daemon_config *cfg, pid_t pid)
@@ -346,8 +337,8 @@ struct hs_profiled_process *hs_process_accept(int sock, const struct hs_daemon_c
     int on_disk = sessions_on_disk(cfg->out_dir, p->program, p->pid);
     if (p->session <= on_disk)
         p->session = on_disk + 1;
-    p->start_ns = mono_ns();
-    p->start_wall_ns = wall_ns();
+    p->start_ns = hs_monotonic_ns();
+    p->start_wall_ns = hs_clock_ns(CLOCK_REALTIME);
     return p;
 }
 
@@ -402,7 +393,7 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
 {
     uintptr_t pcs[MAX_PCS];
     struct hs_unwind_result res;
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = hs_monotonic_ns();
     size_t n = hs_unwind(p->unwinder, &m->regs, stack, m->stack_len, pcs, MAX_PCS, &res);
     if (res.stop == HS_UNWIND_UNKNOWN_MAP && maps_worth_rereading(p, res.stop_pc, t0) &&
         read_maps(p) == 0) {
@@ -410,7 +401,7 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
         if (res.stop == HS_UNWIND_UNKNOWN_MAP)
             p->unknown_pcs[p->next_unknown++ % UNKNOWN_PCS] = res.stop_pc;
     }
-    uint64_t t1 = mono_ns();
+    uint64_t t1 = hs_monotonic_ns();
     p->st.unwinds[res.stop]++;
     p->st.mallocs++;
     if (m->interval > p->st.max_record_interval)
@@ -418,7 +409,7 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
     hs_tracker_malloc(p->tracker, m->heap, m->seq, m->addr, m->size, m->sampled, pcs, n, m->ts_ns);
     p->st.unwind_ns += t1 - t0;
     p->st.stack_bytes += m->stack_len;
-    p->st.bookkeeping_ns += mono_ns() - t1;
+    p->st.bookkeeping_ns += hs_monotonic_ns() - t1;
 }
 
 static void apply(struct hs_profiled_process *p, const void *data, size_t len)
@@ -475,7 +466,7 @@ enum hs_drain_state hs_process_drain(struct hs_profiled_process *p, size_t max)
                 p->drained = true;
                 return HS_DRAIN_IDLE;
             }
-            uint64_t now = mono_ns();
+            uint64_t now = hs_monotonic_ns();
             if (applied > 0)
                 p->last_record_ns = now;
             if (now - p->last_record_ns < IDLE_BEFORE_PAUSE_NS)
@@ -491,7 +482,7 @@ enum hs_drain_state hs_process_drain(struct hs_profiled_process *p, size_t max)
                hs_rb_status_text(st));
         return HS_DRAIN_IDLE;
     }
-    p->last_record_ns = mono_ns();
+    p->last_record_ns = hs_monotonic_ns();
     return HS_DRAIN_MORE;
 }
 
@@ -666,9 +657,7 @@ static void base_name(const struct hs_profiled_process *p, const char *label, ui
     if (heap != 0) {
         const char *name = hs_tracker_heap_name(p->tracker, heap);
         snprintf(heap_part, sizeof(heap_part), ".%s", name ? name : "heap");
-        for (char *c = heap_part + 1; *c; c++)
-            if (*c == '/' || *c == ' ' || (unsigned char)*c < 32)
-                *c = '_';
+        file_name_part(heap_part + 1);
     }
     snprintf(out, cap, "%s/%s.%d%s.%s%s", p->cfg->out_dir, p->program, (int)p->pid, session, label,
              heap_part);
@@ -688,8 +677,8 @@ static int dump_label(struct hs_profiled_process *p, const char *label, bool at_
         lines[i] = comments[i];
     struct hs_profile_meta meta = {
         .pid = (int)p->pid,
-        .time_ns = wall_ns(),
-        .duration_ns = mono_ns() - p->start_ns,
+        .time_ns = hs_clock_ns(CLOCK_REALTIME),
+        .duration_ns = hs_monotonic_ns() - p->start_ns,
         .interval = p->cfg->interval,
         .maps = p->maps,
         .maps_len = p->maps_len,
@@ -705,12 +694,12 @@ static int dump_label(struct hs_profiled_process *p, const char *label, bool at_
         char base[PATH_MAX], path[PATH_MAX + 16];
         base_name(p, label, heap, base, sizeof(base));
         snprintf(path, sizeof(path), "%s.pb.gz", base);
-        uint64_t t0 = mono_ns();
+        uint64_t t0 = hs_monotonic_ns();
         if (write_file(p, heap, path, &meta, false) != 0) {
             rc = -1;
         } else {
             hs_log("pid %d (%s): wrote %s in %llu ms", (int)p->pid, p->program, path,
-                   (unsigned long long)((mono_ns() - t0) / 1000000));
+                   (unsigned long long)((hs_monotonic_ns() - t0) / 1000000));
             if (heap == 0 && !at_peak)
                 memcpy(p->last_profile, path, sizeof(p->last_profile));
         }
