@@ -153,6 +153,19 @@ static bool parse_pids(struct profile_args *a, const char *list)
     return ok;
 }
 
+/* The process has a handler for the profiling signal (its /proc status SigCgt mask). */
+static bool signal_caught(pid_t pid)
+{
+    char path[64];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *status = hs_read_small_file(path, &len);
+    const char *caught = status ? strstr(status, "\nSigCgt:") : NULL;
+    unsigned long long mask = caught ? strtoull(caught + 8, NULL, 16) : 0;
+    free(status);
+    return (mask & (1ull << (PROFILE_SIGNAL - 1))) != 0;
+}
+
 /* The client is loaded in pid and listens for the profiling signal (quietly: for --all). */
 static bool client_armed(pid_t pid)
 {
@@ -162,14 +175,7 @@ static bool client_armed(pid_t pid)
     char *maps = kill(pid, 0) == 0 ? hs_read_small_file(path, &len) : NULL;
     bool loaded = maps != NULL && strstr(maps, "/libheapprofd.so") != NULL;
     free(maps);
-    if (!loaded)
-        return false;
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    char *status = hs_read_small_file(path, &len);
-    const char *caught = status ? strstr(status, "\nSigCgt:") : NULL;
-    unsigned long long mask = caught ? strtoull(caught + 8, NULL, 16) : 0;
-    free(status);
-    return (mask & (1ull << (PROFILE_SIGNAL - 1))) != 0;
+    return loaded && signal_caught(pid);
 }
 
 /* Every process (but this one) whose name (/proc/PID/comm) is name, or with name NULL every
@@ -235,13 +241,7 @@ static bool target_ready(pid_t pid)
                 (int)pid);
         return false;
     }
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    char *status = hs_read_small_file(path, &len);
-    const char *caught = status ? strstr(status, "\nSigCgt:") : NULL;
-    unsigned long long mask = caught ? strtoull(caught + 8, NULL, 16) : 0;
-    free(status);
-    if (!(mask & (1ull << (PROFILE_SIGNAL - 1)))) {
+    if (!signal_caught(pid)) {
         fprintf(stderr,
                 "heapscope profile: process %d does not listen for the profiling signal %d "
                 "(its HEAPSCOPE_PROFILE_SIGNAL is 0, or the program handles that signal "
