@@ -66,6 +66,16 @@ def run(args, options=None, env_extra=None, preload=True, timeout=120):
     return Run(proc, os.path.basename(args[0]))
 
 
+def clean_env():
+    """This environment without heapscope's variables or a preload: for a tool under test
+    that must set up its own."""
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("HEAPSCOPE_") or k in ("LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS"):
+            del env[k]
+    return env
+
+
 def split_backtrace(testcase, lines, function=None):
     """Checks a block of frame lines and returns the symbols. With `function`, the first
     frame must be in that function of the test program."""

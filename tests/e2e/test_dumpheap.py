@@ -7,16 +7,10 @@ import tempfile
 import time
 import unittest
 
+from e2e import clean_env
+
 CLI = os.environ["HS_CLI"]
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
-
-
-def clean_env():
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("HEAPSCOPE_") or k in ("LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS"):
-            del env[k]
-    return env
 
 
 class DumpHeapTest(unittest.TestCase):

@@ -15,6 +15,8 @@ import tempfile
 import time
 import unittest
 
+from e2e import clean_env
+
 CLI = os.environ["HS_CLI"]
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
 DAEMON = os.environ["HS_HEAPPROFD"]
@@ -28,14 +30,6 @@ KNOWN = {  # site: (allocated bytes, allocations, in-use bytes at exit, in-use a
     "site_realloc": (2000 * 300, 2000, 2000 * 300, 2000),
     "site_memalign": (500 * 4096, 500, 0, 0),
 }
-
-
-def clean_env():
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("HEAPSCOPE_") or k in ("LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS"):
-            del env[k]
-    return env
 
 
 def per_site(profile, value):
