@@ -3,8 +3,9 @@
  *   heapscope profile [options] -- PROGRAM ARGS   runs PROGRAM with the profiler's client
  *       (libheapprofd.so) preloaded and a private daemon (heapprofd) listening, and writes
  *       PROGRAM.PID.final.pb.gz when it exits;
- *   heapscope profile [options] -p PID | -n NAME  profiles running processes whose client
- *       is loaded but dormant (started with LD_PRELOAD=.../libheapprofd.so): the daemon is
+ *   heapscope profile [options] -p PID | -n NAME  profiles running processes: a process
+ *       started without the client gets it loaded with ptrace (process_inject.h; the client
+ *       then redirects malloc & co. through the GOT while a session runs); the daemon is
  *       started, each process is sent the profiling signal naming it, and the profiles are
  *       written when the processes exit, at --duration, or on Ctrl-C (the processes then
  *       run on unprofiled).
@@ -13,6 +14,8 @@
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "cli.h"
+#include "inject_status.h"
+#include "process_inject.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -48,9 +51,10 @@ static void usage(FILE *out)
             "PROGRAM.PID.final.pb.gz; view them with 'heapscope report FILE' or any pprof tool.\n"
             "\n"
             "  -- PROGRAM ARGS       run PROGRAM and profile it until it exits\n"
-            "  -p, --pid PID[,PID]   profile running processes started with the client\n"
-            "                        preloaded (LD_PRELOAD=$(heapscope profile --print-library)),\n"
-            "                        until they exit, --duration passes or Ctrl-C\n"
+            "  -p, --pid PID[,PID]   profile running processes until they exit, --duration\n"
+            "                        passes or Ctrl-C; a process started without the client\n"
+            "                        gets it loaded with ptrace (one thread pauses for a few\n"
+            "                        milliseconds; allocations made before are not counted)\n"
             "  -n, --name NAME       the same for every process named NAME\n"
             "  -a, --all             the same for every process of yours whose client is\n"
             "                        loaded (a machine or container with /etc/ld.so.preload)\n"
@@ -72,6 +76,10 @@ static void usage(FILE *out)
             "      --max-stack N     most bytes of stack copied per sample (default 65536)\n"
             "      --duration S      with -p, -n or --all: stop after S seconds\n"
             "      --print-library   print the client library's path and exit\n"
+            "      --no-inject       with -p/-n: only attach to processes that already have\n"
+            "                        the client (preloaded), never load it with ptrace\n"
+            "      --allow-seccomp   load the client even into a process under a seccomp\n"
+            "                        filter (the filter may forbid or kill its system calls)\n"
             "  -q, --quiet           print nothing but errors\n"
             "  -h, --help            show this help\n"
             "\n"
@@ -79,7 +87,8 @@ static void usage(FILE *out)
             "  heapscope profile -- ./myserver --port 8080\n"
             "  heapscope report myserver.*.final.pb.gz\n"
             "  heapscope profile -i 1 -o prof -- ./unit_test       # exact byte counts\n"
-            "  LD_PRELOAD=$(heapscope profile --print-library) ./myserver &\n"
+            "  heapscope profile -p $(pidof myserver) --duration 60\n"
+            "  LD_PRELOAD=$(heapscope profile --print-library) ./myserver &   # no ptrace\n"
             "  heapscope profile -p $! --duration 60\n");
 }
 
@@ -88,6 +97,7 @@ struct profile_args {
     int num_daemon_args;
     const char *out_dir;
     bool follow, quiet;
+    bool inject, allow_seccomp; /* load the client into processes started without it */
     long duration_s;
     pid_t targets[MAX_TARGETS];
     int num_targets;
@@ -224,8 +234,32 @@ static bool find_processes(struct profile_args *a, const char *name)
     return found > 0;
 }
 
-/* The process runs the client, and the client listens for the profiling signal. */
-static bool target_ready(pid_t pid)
+/* Loads the client into pid with ptrace and runs its injected init. */
+static bool inject_client(const struct profile_args *a, pid_t pid)
+{
+    char lib[PATH_MAX];
+    if (hs_find_library("libheapprofd.so", lib, sizeof(lib)) != 0)
+        return false;
+    struct hs_inject_options opt = {lib, HS_CLIENT_INJECTED_INIT, a->allow_seccomp, 5000};
+    struct hs_inject_result res;
+    if (hs_inject_library("profile", pid, &opt, &res) != 0)
+        return false;
+    if (res.init_status != HS_INJECT_OK) {
+        fprintf(stderr, "heapscope profile: cannot profile process %d: %s\n", (int)pid,
+                hs_inject_status_text(res.init_status));
+        return false;
+    }
+    if (!a->quiet)
+        fprintf(stderr,
+                "heapscope profile: loaded the client into process %d (thread %d paused %.1f "
+                "ms)\n",
+                (int)pid, (int)res.tid, res.pause_ms);
+    return true;
+}
+
+/* The process runs the client (loading it if need be), and the client listens for the
+ * profiling signal. */
+static bool target_ready(const struct profile_args *a, pid_t pid)
 {
     size_t len;
     char *maps = hs_target_maps("profile", pid, &len);
@@ -233,14 +267,17 @@ static bool target_ready(pid_t pid)
         return false;
     bool loaded = strstr(maps, "/libheapprofd.so") != NULL;
     free(maps);
-    if (!loaded) {
+    if (!loaded && !a->inject) {
         fprintf(stderr,
-                "heapscope profile: the profiler's client is not loaded in process %d; start "
-                "it with LD_PRELOAD=<heapscope libdir>/libheapprofd.so (see 'heapscope profile "
-                "--print-library'), or run it with 'heapscope profile -- PROGRAM'\n",
+                "heapscope profile: the profiler's client is not loaded in process %d (and "
+                "--no-inject was given); start it with LD_PRELOAD=<heapscope libdir>/"
+                "libheapprofd.so (see 'heapscope profile --print-library'), or run it with "
+                "'heapscope profile -- PROGRAM'\n",
                 (int)pid);
         return false;
     }
+    if (!loaded && !inject_client(a, pid))
+        return false;
     if (!signal_caught(pid)) {
         fprintf(stderr,
                 "heapscope profile: process %d does not listen for the profiling signal %d "
@@ -452,7 +489,7 @@ static void on_interrupt(int sig)
 static int profile_running(struct profile_args *a, const char *daemon_path)
 {
     for (int i = 0; i < a->num_targets; i++)
-        if (!target_ready(a->targets[i]))
+        if (!target_ready(a, a->targets[i]))
             return 1;
     for (int i = 0; i < a->num_targets; i++) {
         /* Only the targets may connect. */
@@ -530,6 +567,8 @@ enum {
     OPT_MAX_STACK,
     OPT_DURATION,
     OPT_PRINT_LIBRARY,
+    OPT_NO_INJECT,
+    OPT_ALLOW_SECCOMP,
 };
 
 int hs_cmd_profile(int argc, char **argv)
@@ -549,12 +588,15 @@ int hs_cmd_profile(int argc, char **argv)
         {"max-stack", required_argument, NULL, OPT_MAX_STACK},
         {"duration", required_argument, NULL, OPT_DURATION},
         {"print-library", no_argument, NULL, OPT_PRINT_LIBRARY},
+        {"no-inject", no_argument, NULL, OPT_NO_INJECT},
+        {"allow-seccomp", no_argument, NULL, OPT_ALLOW_SECCOMP},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct profile_args a;
     memset(&a, 0, sizeof(a));
+    a.inject = true;
     a.out_dir = ".";
     const char *name = NULL;
     bool print_library = false, all = false;
@@ -614,6 +656,12 @@ int hs_cmd_profile(int argc, char **argv)
         }
         case OPT_PRINT_LIBRARY:
             print_library = true;
+            break;
+        case OPT_NO_INJECT:
+            a.inject = false;
+            break;
+        case OPT_ALLOW_SECCOMP:
+            a.allow_seccomp = true;
             break;
         case 'q':
             a.quiet = true;

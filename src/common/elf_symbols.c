@@ -281,6 +281,42 @@ bool hs_elf_lookup(const struct hs_elf *elf, uintptr_t vaddr, char *name, size_t
     return true;
 }
 
+bool hs_elf_find_function(const struct hs_elf *elf, const char *name, uintptr_t *vaddr)
+{
+    Elf64_Ehdr eh;
+    struct shtab t;
+    if (!read_ehdr(elf, &eh) || !read_shtab(elf, &eh, &t))
+        return false;
+    size_t name_len = strlen(name);
+    for (uint64_t s = 0; s < t.num; s++) {
+        Elf64_Shdr sh, str;
+        if (!read_shdr(elf, &t, s, &sh) || sh.sh_type != SHT_DYNSYM)
+            continue;
+        if (sh.sh_entsize < sizeof(Elf64_Sym) || !in_bounds(elf, sh.sh_offset, sh.sh_size) ||
+            !read_shdr(elf, &t, sh.sh_link, &str) || str.sh_type != SHT_STRTAB ||
+            !in_bounds(elf, str.sh_offset, str.sh_size))
+            return false;
+        const char *strtab = (const char *)elf->data + str.sh_offset;
+        uint64_t count = sh.sh_size / sh.sh_entsize;
+        for (uint64_t i = 0; i < count; i++) {
+            Elf64_Sym sym;
+            memcpy(&sym, elf->data + sh.sh_offset + i * sh.sh_entsize, sizeof(sym));
+            unsigned char st_type = ELF64_ST_TYPE(sym.st_info);
+            unsigned char bind = ELF64_ST_BIND(sym.st_info);
+            if (st_type != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
+                (bind != STB_GLOBAL && bind != STB_WEAK))
+                continue;
+            if (sym.st_name >= str.sh_size || str.sh_size - sym.st_name <= name_len ||
+                memcmp(strtab + sym.st_name, name, name_len + 1) != 0)
+                continue;
+            *vaddr = (uintptr_t)sym.st_value;
+            return true;
+        }
+        return false;
+    }
+    return false;
+}
+
 bool hs_elf_symbolize(const char *path, uintptr_t pc, char *name, size_t name_cap,
                       uintptr_t *offset)
 {

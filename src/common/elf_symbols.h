@@ -78,6 +78,11 @@ bool hs_elf_load_bias(const struct hs_elf *elf, uintptr_t map_start, uint64_t ma
 bool hs_elf_lookup(const struct hs_elf *elf, uintptr_t vaddr, char *name, size_t name_cap,
                    uintptr_t *offset);
 
+/* Finds the exported function `name` (a defined global or weak STT_FUNC of .dynsym, the
+ * first in the table: glibc gives its versions of one function the same address) and sets
+ * *vaddr to its st_value. Returns false when there is none. */
+bool hs_elf_find_function(const struct hs_elf *elf, const char *name, uintptr_t *vaddr);
+
 /* hs_elf_open + hs_elf_lookup + hs_elf_close. pc is a vaddr: the run-time address minus the
  * load bias (0 for ET_EXEC, the load address for ET_DYN; see hs_elf_load_bias). */
 bool hs_elf_symbolize(const char *path, uintptr_t pc, char *name, size_t name_cap,

@@ -536,7 +536,7 @@ class ProfilerTest(unittest.TestCase):
         self.assertIn("no process %d" % dead.pid, proc.stderr)
         plain = subprocess.Popen(["sleep", "30"])
         try:
-            proc = self.profile("-p", str(plain.pid), expect_rc=1)
+            proc = self.profile("--no-inject", "-p", str(plain.pid), expect_rc=1)
             self.assertIn("the profiler's client is not loaded in process %d" % plain.pid,
                           proc.stderr)
         finally:
