@@ -96,4 +96,35 @@ uint64_t hs_client_now_ns(void);
  * a session. */
 void hs_client_announce_heaps(void);
 
+/* The allocation functions of hooks.c under hidden names: inside the library they never
+ * resolve to glibc's, even when the client is not first in the global scope (injected). */
+void *hs_client_malloc(size_t size);
+void hs_client_free(void *p);
+void *hs_client_calloc(size_t nmemb, size_t size);
+void *hs_client_realloc(void *p, size_t size);
+void *hs_client_reallocarray(void *p, size_t nmemb, size_t size);
+void *hs_client_memalign(size_t alignment, size_t size);
+void *hs_client_aligned_alloc(size_t alignment, size_t size);
+int hs_client_posix_memalign(void **memptr, size_t alignment, size_t size);
+void *hs_client_valloc(size_t size);
+void *hs_client_pvalloc(size_t size);
+
+/* Installs the fork handler and the profiling signal's handler, once. Returns false when the
+ * program handles that signal itself (the client then only attaches from the environment). */
+bool hs_client_arm(void);
+
+/* Injected mode (injected.c): the client was loaded into a running process with dlopen
+ * (`heapscope profile -p` on a process started without it) and redirects the program's calls
+ * through the GOT while a session runs. */
+bool hs_client_injected(void);
+/* The client was preloaded: its malloc is the process's. */
+bool hs_client_interposes(void);
+/* Session start and end (hs_client_attach, hs_client_detach, a forked child): redirect the
+ * GOT slots, or put them back. Async-signal-safe; nothing when not injected. */
+void hs_client_injected_on(void);
+void hs_client_injected_off(void);
+/* From a sampled allocation (a normal context): hooks the objects loaded since the last
+ * scan, when one is wanted (after a dlopen or dlclose, and at each session start). */
+void hs_client_injected_rescan(void);
+
 #endif

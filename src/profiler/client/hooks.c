@@ -107,6 +107,7 @@ void hs_client_record_sample(uint32_t heap, uint64_t key, uint64_t size, uint64_
     if (!may_sample())
         return;
     hs_client_busy = 1;
+    hs_client_injected_rescan();
     if (hs_client_enter()) {
         /* Into the set once written (a dropped sample's free is not worth a record); the block
          * is not the program's until we return, so its free cannot come first. */
@@ -305,7 +306,7 @@ HS_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 
 HS_EXPORT void *valloc(size_t size)
 {
-    return memalign((size_t)getpagesize(), size);
+    return hs_client_memalign((size_t)getpagesize(), size);
 }
 
 SAMPLED_PATH void *pvalloc_sampled(size_t size, uint64_t interval)
@@ -323,3 +324,19 @@ HS_EXPORT void *pvalloc(size_t size)
         return __libc_pvalloc(size);
     return pvalloc_sampled(size, interval);
 }
+
+/* Inside the library these names always mean the functions above: an injected client is not
+ * first in the global scope, where `malloc` is glibc's (injected.c). */
+#define HIDDEN_ALIAS(name) \
+    __typeof(name) hs_client_##name                                                            \
+        __attribute__((alias(#name), copy(name), visibility("hidden")))
+HIDDEN_ALIAS(malloc);
+HIDDEN_ALIAS(free);
+HIDDEN_ALIAS(calloc);
+HIDDEN_ALIAS(realloc);
+HIDDEN_ALIAS(reallocarray);
+HIDDEN_ALIAS(memalign);
+HIDDEN_ALIAS(aligned_alloc);
+HIDDEN_ALIAS(posix_memalign);
+HIDDEN_ALIAS(valloc);
+HIDDEN_ALIAS(pvalloc);

@@ -90,6 +90,7 @@ void hs_client_detach(const char *why)
     /* shutdown, not close: another thread may be sending on the descriptor right now, and a
      * closed number could be reused by the program. The next session closes it. */
     shutdown(hs_client.sock, SHUT_RDWR);
+    hs_client_injected_off();
     hs_log_tag(TAG, "profiling stopped: %s", why);
 }
 
@@ -308,6 +309,7 @@ int hs_client_attach(const char *address)
     }
     __atomic_store_n(&hs_client.pid, (int)getpid(), __ATOMIC_RELAXED);
     __atomic_store_n(&hs_client.seq, 0, __ATOMIC_RELAXED);
+    hs_client_injected_on();
     __atomic_store_n(&hs_client.state, HS_CLIENT_ON, __ATOMIC_SEQ_CST);
     hs_client_announce_heaps();
     return 0;
@@ -322,6 +324,7 @@ static void on_fork_child(void)
     __atomic_store_n(&hs_client.state, HS_CLIENT_OFF, __ATOMIC_RELAXED);
     __atomic_store_n(&hs_client.inflight, 0, __ATOMIC_RELAXED);
     forget_session();
+    hs_client_injected_off();
     if (g_follow && was == HS_CLIENT_ON && g_address[0] != '\0')
         hs_client_attach(g_address);
 }
@@ -365,22 +368,38 @@ static long env_long(const char *name, long fallback)
     return *end == '\0' ? v : fallback;
 }
 
-__attribute__((constructor)) static void client_start(void)
+bool hs_client_arm(void)
 {
-    hs_log_init_program();
-    ssize_t n = hs_env_get("HEAPSCOPE_PROFILE_SOCKET", g_address, sizeof(g_address));
-    if (n < 0 || (size_t)n >= sizeof(g_address))
-        g_address[0] = '\0';
-    g_follow = env_long("HEAPSCOPE_PROFILE_FOLLOW", 0) == 1;
+    static bool armed, ok;
+    if (armed)
+        return ok;
+    armed = true;
+    ok = true;
     pthread_atfork(NULL, NULL, on_fork_child);
-
     long sig = env_long("HEAPSCOPE_PROFILE_SIGNAL", HS_CLIENT_SIGNAL);
     if (sig > 0 && sig < NSIG) {
         /* Never take the signal from a program that handles it itself. */
         struct sigaction old;
         if (sigaction((int)sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
             hs_signal_install((int)sig, on_profile_signal);
+        else
+            ok = false;
     }
+    return ok;
+}
+
+__attribute__((constructor)) static void client_start(void)
+{
+    hs_log_init_program();
+    /* dlopen'ed by `heapscope profile -p`: heapprofd_client_injected_init arms the client once
+     * it has checked the process (injected.c). */
+    if (!hs_client_interposes())
+        return;
+    ssize_t n = hs_env_get("HEAPSCOPE_PROFILE_SOCKET", g_address, sizeof(g_address));
+    if (n < 0 || (size_t)n >= sizeof(g_address))
+        g_address[0] = '\0';
+    g_follow = env_long("HEAPSCOPE_PROFILE_FOLLOW", 0) == 1;
+    hs_client_arm();
 
     long pid = env_long("HEAPSCOPE_PROFILE_PID", 0);
     if (g_address[0] != '\0' && (g_follow || pid == 0 || pid == (long)getpid()))

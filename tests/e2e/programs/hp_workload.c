@@ -11,6 +11,12 @@
  *   hp_workload serve SECONDS  allocates and frees in a loop for SECONDS (or until SIGTERM),
  *                              then prints "serve done rounds=N checksum=X"; prints
  *                              "serving pid=P" once started
+ *   hp_workload spin THREADS ROUNDS [LIB]
+ *                              THREADS threads, each ROUNDS rounds of 64 frees and mallocs
+ *                              through site_spin (1 ms apart), then one line per thread with a
+ *                              checksum of the contents (the same in every run); prints
+ *                              "spinning pid=P" once started. With LIB, SIGUSR2 makes the
+ *                              main thread dlopen LIB and keep 1000 x 1000 B from it
  * Every site is a noinline function that calls the allocator itself (no tail calls), so the
  * leaf frame of each sampled stack names the site.
  */
@@ -302,6 +308,82 @@ static int serve(int seconds)
     return 0;
 }
 
+/* spin: deterministic churn in several threads, for attaching to a running process. */
+struct spinner {
+    pthread_t thread;
+    int index, rounds;
+    uint64_t sum;
+};
+
+static volatile sig_atomic_t g_dlopen_now;
+
+static void on_usr2(int sig)
+{
+    (void)sig;
+    g_dlopen_now = 1;
+}
+
+NOINLINE void *site_spin(size_t n)
+{
+    void *p = malloc(n);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static void *spin_thread(void *arg)
+{
+    struct spinner *s = arg;
+    unsigned char *ring[64] = {0};
+    size_t sizes[64] = {0};
+    for (int r = 0; r < s->rounds; r++) {
+        for (int i = 0; i < 64; i++) {
+            if (ring[i] != NULL)
+                for (size_t k = 0; k < sizes[i]; k += 61)
+                    s->sum = s->sum * 1099511628211ull + ring[i][k];
+            free(ring[i]);
+            sizes[i] = 16 + (size_t)((r * 7 + i * 13 + s->index * 5) % 3000);
+            ring[i] = site_spin(sizes[i]);
+            for (size_t k = 0; k < sizes[i]; k++)
+                ring[i][k] = (unsigned char)(k * 31 + (size_t)r + (size_t)i);
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < 64; i++)
+        free(ring[i]);
+    return NULL;
+}
+
+static int spin(int num_threads, int rounds, const char *lib)
+{
+    struct spinner s[16];
+    if (num_threads < 1 || num_threads > 16)
+        return 2;
+    signal(SIGUSR2, on_usr2);
+    printf("spinning pid=%d\n", (int)getpid());
+    for (int t = 1; t < num_threads; t++) {
+        s[t] = (struct spinner){.index = t, .rounds = rounds};
+        pthread_create(&s[t].thread, NULL, spin_thread, &s[t]);
+    }
+    s[0] = (struct spinner){.index = 0, .rounds = rounds};
+    if (lib != NULL) {
+        /* The main thread waits for the signal, then loads the library and allocates. */
+        while (!g_dlopen_now) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+        int rc = dlopened(lib);
+        if (rc != 0)
+            return rc;
+    }
+    spin_thread(&s[0]);
+    for (int t = 1; t < num_threads; t++)
+        pthread_join(s[t].thread, NULL);
+    for (int t = 0; t < num_threads; t++)
+        printf("spin thread %d checksum=%llu\n", t, (unsigned long long)s[t].sum);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -319,7 +401,9 @@ int main(int argc, char **argv)
         return dlopened(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "serve") == 0)
         return serve(atoi(argv[2]));
-    fprintf(stderr,
-            "usage: hp_workload known|threads N|fork|short|custom|dlopen LIB|serve SECONDS\n");
+    if (argc >= 4 && strcmp(argv[1], "spin") == 0)
+        return spin(atoi(argv[2]), atoi(argv[3]), argc >= 5 ? argv[4] : NULL);
+    fprintf(stderr, "usage: hp_workload known|threads N|fork|short|custom|dlopen LIB|serve "
+                    "SECONDS|spin THREADS ROUNDS [LIB]\n");
     return 2;
 }

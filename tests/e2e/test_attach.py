@@ -1,0 +1,208 @@
+"""End-to-end tests of attaching with no prior setup: `heapscope profile -p PID` on programs
+started with nothing preloaded. The client is loaded with ptrace (src/cli/process_inject.c)
+and redirects the program's allocation calls through the GOT while the session runs
+(src/profiler/client/injected.c). Each test checks the program's own output is what it is
+without heapscope, and the refusals' messages."""
+import ctypes
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+from e2e import clean_env
+
+CLI = os.environ["HS_CLI"]
+WORKLOAD = os.environ["HS_HP_WORKLOAD"]
+HP_LIB = os.environ["HS_HP_LIB"]
+CLIENT = os.environ["HS_HEAPPROFD_CLIENT"]
+TARGET = os.environ["HS_ATTACH_TARGET"]
+TARGET_STATIC = os.environ["HS_ATTACH_TARGET_STATIC"]
+
+SPIN = [WORKLOAD, "spin", "4", "2500"]  # 4 threads, about 4 s
+
+
+def per_site(profile, value):
+    """{leaf function: summed value} of a profile."""
+    out = subprocess.run([CLI, "report", "-q", "--value", value, "-f", "folded", profile],
+                         capture_output=True, text=True, check=True).stdout
+    sites = {}
+    for line in out.splitlines():
+        stack, _, number = line.rpartition(" ")
+        leaf = stack.split(";")[-1].split(" (")[0]
+        sites[leaf] = sites.get(leaf, 0) + int(number)
+    return sites
+
+
+def client_loaded(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return "libheapprofd.so" in f.read()
+
+
+class AttachTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="hs-attach-")
+        self.progs = []
+
+    def tearDown(self):
+        for p in self.progs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+        subprocess.run(["rm", "-rf", self.dir])
+
+    def start(self, argv, ready_prefix, env=None):
+        prog = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True,
+                                env=env or clean_env())
+        self.progs.append(prog)
+        line = prog.stdout.readline()
+        self.assertTrue(line.startswith(ready_prefix), line)
+        return prog
+
+    def profile(self, *args, expect_rc=0):
+        proc = subprocess.run([CLI, "profile", "-o", self.dir] + list(args),
+                              capture_output=True, text=True, env=clean_env(), timeout=120)
+        self.assertEqual(proc.returncode, expect_rc, proc.stderr)
+        return proc
+
+    def finish(self, prog):
+        out, _ = prog.communicate(timeout=60)
+        self.assertEqual(prog.returncode, 0)
+        return out
+
+    def test_attach_to_threads_started_without_preload_twice(self):
+        plain = subprocess.run(SPIN, capture_output=True, text=True, env=clean_env(),
+                               timeout=60)
+        self.assertEqual(plain.returncode, 0)
+        prog = self.start(SPIN, "spinning pid=")
+        self.assertFalse(client_loaded(prog.pid))
+        for round in (1, 2):
+            proc = self.profile("-p", str(prog.pid), "--duration", "1")
+            # Loaded once; the second session finds it there.
+            self.assertEqual("loaded the client into process %d" % prog.pid in proc.stderr,
+                             round == 1, proc.stderr)
+            self.assertIn("profiling 1 process", proc.stderr)
+            profile = os.path.join(self.dir, "hp_workload.%d%s.final.pb.gz"
+                                   % (prog.pid, "" if round == 1 else "-2"))
+            sites = per_site(profile, "alloc_objects")
+            self.assertGreater(sites.get("site_spin", 0), 0, sites)
+            # Blocks allocated before the session are freed during it: those frees are not
+            # reported, so nothing in use can be negative or unknown.
+            inuse = per_site(profile, "inuse_space")
+            self.assertTrue(all(v >= 0 for v in inuse.values()), inuse)
+            self.assertIsNone(prog.poll())  # still running
+        self.assertTrue(client_loaded(prog.pid))
+        out = self.finish(prog)
+        # The first line ("spinning pid=P") was read by start().
+        self.assertEqual(out.splitlines(), plain.stdout.splitlines()[1:])
+
+    def test_library_loaded_after_attach(self):
+        prog = self.start([WORKLOAD, "spin", "2", "4000", HP_LIB], "spinning pid=")
+        profiler = subprocess.Popen([CLI, "profile", "-i", "1", "-o", self.dir, "-p",
+                                     str(prog.pid), "--duration", "3"],
+                                    stderr=subprocess.PIPE, text=True, env=clean_env())
+        try:
+            for line in profiler.stderr:
+                if "profiling 1 process" in line:
+                    break
+            os.kill(prog.pid, signal.SIGUSR2)
+            self.assertEqual(prog.stdout.readline().strip(), "dlopen done")
+            _, err = profiler.communicate(timeout=60)
+        finally:
+            if profiler.poll() is None:
+                profiler.kill()
+        self.assertEqual(profiler.returncode, 0, err)
+        profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % prog.pid)
+        sites = per_site(profile, "alloc_objects")
+        # Interval 1: every call, as the dlopen (a path) scans the library before returning.
+        self.assertEqual(sites.get("hp_lib_alloc"), 1000, sites)
+        self.assertEqual(per_site(profile, "inuse_space").get("hp_lib_alloc"), 1000 * 1000)
+        self.assertIn("spin thread 1 checksum=", self.finish(prog))
+
+    def test_process_in_another_mount_namespace(self):
+        libdir = os.path.dirname(CLIENT)
+        script = 'mount -t tmpfs none "%s" && exec "$@"' % libdir
+        prog = self.start(["unshare", "-m", "sh", "-c", script, "sh"] + SPIN, "spinning pid=")
+        self.assertFalse(os.path.exists("/proc/%d/root%s" % (prog.pid, CLIENT)))
+        before = set(glob.glob("/tmp/heapscope-inject-*"))
+        proc = self.profile("-p", str(prog.pid), "--duration", "1")
+        self.assertIn("loaded the client into process %d" % prog.pid, proc.stderr)
+        profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % prog.pid)
+        self.assertGreater(per_site(profile, "alloc_objects").get("site_spin", 0), 0)
+        self.assertEqual(set(glob.glob("/tmp/heapscope-inject-*")), before)  # copy removed
+        self.assertIn("spin thread 3 checksum=", self.finish(prog))
+
+    @unittest.skipUnless(shutil.which("node"), "Node.js is not installed")
+    def test_program_that_takes_mallocs_address(self):
+        # node is not PIE and takes malloc's address: dlsym("malloc") names its own PLT entry.
+        script = os.path.join(self.dir, "churn.js")
+        with open(script, "w") as f:
+            f.write("console.log('ready');\n"
+                    "const keep = [], end = Date.now() + 3000;\n"
+                    "function churn() {\n"
+                    "  for (let i = 0; i < 50; i++) keep[i % 100] = Buffer.allocUnsafeSlow(100000);\n"
+                    "  if (Date.now() < end) setTimeout(churn, 1); else console.log('done');\n"
+                    "}\n"
+                    "churn();\n")
+        prog = self.start(["node", script], "ready")
+        proc = self.profile("-p", str(prog.pid), "--duration", "1")
+        self.assertIn("loaded the client into process %d" % prog.pid, proc.stderr)
+        profile = os.path.join(self.dir, "node.%d.final.pb.gz" % prog.pid)
+        out = subprocess.run([CLI, "report", "-q", "--value", "alloc_space", "-f", "folded",
+                              profile], capture_output=True, text=True, check=True).stdout
+        self.assertIn("node::", out)
+        self.assertEqual(self.finish(prog), "done\n")
+
+    def test_statically_linked_program_is_refused(self):
+        prog = self.start([TARGET_STATIC, "sleep", "30"], "ready pid=")
+        proc = self.profile("-p", str(prog.pid), expect_rc=1)
+        self.assertIn("runs a statically linked program (%s)" % TARGET_STATIC, proc.stderr)
+        self.assertIsNone(prog.poll())
+
+    def test_seccomp_filter_is_refused_unless_allowed(self):
+        prog = self.start([TARGET, "seccomp", "6"], "ready pid=")
+        proc = self.profile("-p", str(prog.pid), expect_rc=1)
+        self.assertIn("runs under seccomp filtering", proc.stderr)
+        self.assertIn("--allow-seccomp", proc.stderr)
+        self.assertFalse(client_loaded(prog.pid))
+        proc = self.profile("--allow-seccomp", "-p", str(prog.pid), "--duration", "1")
+        profile = os.path.join(self.dir, "attach_target.%d.final.pb.gz" % prog.pid)
+        self.assertGreater(per_site(profile, "alloc_objects").get("site_target", 0), 0)
+        self.assertEqual(self.finish(prog).strip(), "done 600")
+
+    def test_process_already_traced_is_refused(self):
+        prog = self.start([TARGET, "sleep", "30"], "ready pid=")
+        libc = ctypes.CDLL(None, use_errno=True)
+        PTRACE_SEIZE, PTRACE_DETACH = 0x4206, 17
+        self.assertEqual(libc.ptrace(PTRACE_SEIZE, prog.pid, None, None), 0)
+        try:
+            proc = self.profile("-p", str(prog.pid), expect_rc=1)
+            self.assertIn("is already traced by process %d" % os.getpid(), proc.stderr)
+        finally:
+            libc.ptrace(PTRACE_DETACH, prog.pid, None, None)
+
+    @unittest.skipUnless(os.getuid() == 0, "needs root to run as another user")
+    def test_process_of_another_user_is_refused(self):
+        prog = self.start([TARGET, "sleep", "30"], "ready pid=")
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               CLI, "profile", "-o", "/tmp", "-p", str(prog.pid)],
+                              capture_output=True, text=True, env=clean_env(), timeout=60)
+        if "Permission denied" in proc.stderr and "heapscope" not in proc.stderr:
+            self.skipTest("the build tree is not readable by nobody")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("process %d belongs to another user" % prog.pid, proc.stderr)
+
+    def test_no_inject_keeps_the_old_behaviour(self):
+        prog = self.start([TARGET, "sleep", "30"], "ready pid=")
+        proc = self.profile("--no-inject", "-p", str(prog.pid), expect_rc=1)
+        self.assertIn("the profiler's client is not loaded in process %d" % prog.pid,
+                      proc.stderr)
+        self.assertFalse(client_loaded(prog.pid))
+
+
+if __name__ == "__main__":
+    unittest.main()
