@@ -12,9 +12,10 @@ set(HS_GH_CLIENT_DIR ${PROJECT_SOURCE_DIR}/src/profiler/client)
 set(HS_GH_CFLAGS -O1 -fno-builtin)
 
 # The module in a library of its own, as in libheapprofd.so: the object it never patches.
-add_library(hs_gh_module SHARED ${HS_GH_CLIENT_DIR}/got_hooks.c ${HS_GH_DIR}/got_hooks_self.c)
+add_library(hs_gh_module SHARED ${HS_GH_CLIENT_DIR}/got_hooks.c ${HS_GH_DIR}/got_hooks_self.c
+  ${PROJECT_SOURCE_DIR}/src/common/symbol_binding.c)
 set_target_properties(hs_gh_module PROPERTIES OUTPUT_NAME gh_module C_VISIBILITY_PRESET default)
-target_include_directories(hs_gh_module PRIVATE ${HS_GH_CLIENT_DIR})
+target_include_directories(hs_gh_module PRIVATE ${HS_GH_CLIENT_DIR} ${PROJECT_SOURCE_DIR}/src/common)
 target_compile_options(hs_gh_module PRIVATE ${HS_GH_CFLAGS})
 target_link_libraries(hs_gh_module PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 

@@ -42,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include "got_hooks.h"
+#include "symbol_binding.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -890,23 +891,9 @@ int hs_got_init(const struct hs_got_hook *hooks, size_t n, const void *self_addr
         return -1;
     }
     for (size_t i = 0; i < k; i++)
-        g.lazy_ok[i] = hs_got_binds_to(g.hooks[i].name, g.hooks[i].expected);
+        g.lazy_ok[i] = hs_symbol_binds_to(g.hooks[i].name, g.hooks[i].expected);
     __atomic_store_n(&g.ready, true, __ATOMIC_RELEASE);
     return 0;
-}
-
-bool hs_got_binds_to(const char *name, const void *fn)
-{
-    void *found = dlsym(RTLD_DEFAULT, name);
-    if (found == fn)
-        return true;
-    /* A non-PIE program that takes the function's address defines the name as its own PLT
-     * entry (an undefined symbol with a value: a "canonical PLT"); dlsym returns that, while
-     * calls are bound past it. */
-    Dl_info info;
-    const ElfW(Sym) *sym = NULL;
-    return found != NULL && dladdr1(found, &info, (void **)&sym, RTLD_DL_SYMENT) != 0 &&
-           sym != NULL && sym->st_shndx == SHN_UNDEF;
 }
 
 void hs_got_get_stats(struct hs_got_stats *out)

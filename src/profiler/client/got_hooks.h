@@ -109,12 +109,6 @@ bool hs_got_rescan_wanted(void);
 /* True between hs_got_apply and hs_got_restore. */
 bool hs_got_active(void);
 
-/* True when calls to name in the global scope go to fn, as far as dlsym can tell: dlsym
- * returns fn, or a non-PIE program's canonical PLT entry for the name (the program took the
- * function's address; calls are bound past that entry to the next definition, which is then
- * assumed to be fn). Not async-signal-safe. */
-bool hs_got_binds_to(const char *name, const void *fn);
-
 /* Async-signal-safe snapshot of the counters. */
 void hs_got_get_stats(struct hs_got_stats *out);
 

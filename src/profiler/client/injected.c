@@ -16,6 +16,7 @@
 #include "client.h"
 #include "got_hooks.h"
 #include "inject_status.h"
+#include "symbol_binding.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -87,7 +88,7 @@ static bool glibc_hooks(struct hs_got_hook hooks[N_FUNCTIONS])
     for (size_t i = 0; i < N_FUNCTIONS && ok; i++) {
         void *fn = dlsym(libc, k_functions[i].name);
         hooks[i] = (struct hs_got_hook){k_functions[i].name, k_functions[i].ours, fn};
-        ok = fn != NULL && hs_got_binds_to(k_functions[i].name, fn);
+        ok = fn != NULL && hs_symbol_binds_to(k_functions[i].name, fn);
     }
     dlclose(libc); /* drops the reference NOLOAD took; libc stays */
     return ok;
