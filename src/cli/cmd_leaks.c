@@ -3,11 +3,15 @@
  *   heapscope leaks [options] -- PROGRAM ARGS   runs PROGRAM with libmemunreachable.so
  *       preloaded (allocation tracking from the first malloc, backtraces, the signal check
  *       armed) and reports what is unreachable when it exits;
- *   heapscope leaks -p PID                        asks a running process (started that way,
- *       or linked with -lmemunreachable) for a check now: the process writes the report to
- *       /tmp/heapscope_unreachable.PID.txt, which this command prints and removes.
+ *   heapscope leaks -p PID                        asks a running process for a check now: the
+ *       process writes the report to /tmp/heapscope_unreachable.PID.txt, which this command
+ *       prints and removes. A process started that way, or linked with -lmemunreachable,
+ *       answers the check signal already; into any other, libmemunreachable.so is loaded with
+ *       ptrace first (process_inject.h) and checks glibc's heap itself (no backtraces).
  */
 #include "cli.h"
+#include "heapscope/memunreachable_injected.h"
+#include "process_inject.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,16 +33,17 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: heapscope leaks [--contents] [--limit N] [-o OPTIONS] [-l FILE] -- PROGRAM "
             "[ARGS...]\n"
-            "       heapscope leaks -p PID [--timeout SECONDS]\n"
+            "       heapscope leaks -p PID [--timeout SECONDS] [--no-inject] [--allow-seccomp]\n"
             "\n"
             "Finds heap memory that nothing points to any more (leaked), in a live process,\n"
             "pausing its threads for milliseconds (Android's libmemunreachable).\n"
             "\n"
             "  -- PROGRAM ARGS    run PROGRAM and report what is unreachable when it exits; the\n"
             "                     program can also be checked while it runs with -p\n"
-            "  -p, --pid PID      check the running process PID now and print the report; it\n"
-            "                     must have been started by 'heapscope leaks' or be linked with\n"
-            "                     -lmemunreachable\n"
+            "  -p, --pid PID      check the running process PID now and print the report; a\n"
+            "                     process started by 'heapscope leaks' (or linked with\n"
+            "                     -lmemunreachable) has backtraces; any other gets the detector\n"
+            "                     loaded with ptrace and is checked without backtraces\n"
             "\n"
             "Options:\n"
             "      --contents     show the first 32 bytes of each leak\n"
@@ -47,6 +52,8 @@ static void usage(FILE *out)
             "\")\n"
             "  -l, --log FILE     write PROGRAM's reports to FILE (%%p becomes the pid)\n"
             "      --timeout S    with -p, how long to wait for the report (default 30)\n"
+            "      --no-inject    with -p, never load the detector into the process\n"
+            "      --allow-seccomp  with -p, load it even into a process under a seccomp filter\n"
             "  -h, --help         show this help\n"
             "\n"
             "Examples:\n"
@@ -82,26 +89,60 @@ static int run_program(char **argv, const char *options, const char *log_file, l
     return 127;
 }
 
-/* Checks that pid can answer: it exists, is ours, has the detector and the signal armed.
- * Prints the reason and returns false otherwise. */
-static bool target_ready(pid_t pid)
+struct pid_args {
+    pid_t pid;
+    int timeout_s;
+    bool inject;
+    bool allow_seccomp;
+};
+
+/* Loads libmemunreachable.so into a process started without heapscope and arms its check. */
+static bool inject_detector(const struct pid_args *a)
+{
+    char lib[PATH_MAX];
+    if (hs_find_library("libmemunreachable.so", lib, sizeof(lib)) != 0)
+        return false;
+    struct hs_inject_options opt = {lib, "heapscope_unreachable_injected_init", a->allow_seccomp,
+                                    5000};
+    struct hs_inject_result res;
+    if (hs_inject_library("leaks", a->pid, &opt, &res) != 0)
+        return false;
+    if (res.init_status != HEAPSCOPE_INJECTED_OK) {
+        fprintf(stderr, "heapscope leaks: cannot check process %d: %s\n", (int)a->pid,
+                heapscope_injected_error_text(res.init_status));
+        return false;
+    }
+    fprintf(stderr,
+            "heapscope leaks: loaded the detector into process %d (thread %d paused %.1f "
+            "ms)\n",
+            (int)a->pid, (int)res.tid, res.pause_ms);
+    return true;
+}
+
+/* Checks that the process can answer: it exists, is ours, has the detector and the signal
+ * armed (loading the detector when it has no heapscope library at all). Prints the reason and
+ * returns false otherwise. */
+static bool target_ready(const struct pid_args *a)
 {
     char path[64];
     size_t len;
-    char *maps = hs_target_maps("leaks", pid, &len);
+    char *maps = hs_target_maps("leaks", a->pid, &len);
     if (!maps)
         return false;
     bool detector = strstr(maps, "/libmemunreachable.so") != NULL;
     bool shim = strstr(maps, "/libmalloc_debug.so") != NULL;
     free(maps);
     if (!detector && !shim) {
+        if (a->inject)
+            return inject_detector(a);
         fprintf(stderr,
-                "heapscope leaks: process %d has no heapscope library loaded; start it with "
-                "'heapscope leaks -- PROGRAM' or link it with -lmemunreachable\n",
-                (int)pid);
+                "heapscope leaks: process %d has no heapscope library loaded (and --no-inject "
+                "was given); start it with 'heapscope leaks -- PROGRAM' or link it with "
+                "-lmemunreachable\n",
+                (int)a->pid);
         return false;
     }
-    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)a->pid);
     char *env = hs_read_small_file(path, &len);
     const char *options = env ? hs_environ_value(env, len, "LIBC_DEBUG_MALLOC_OPTIONS") : NULL;
     bool armed = options ? strstr(options, "check_unreachable_on_signal") != NULL : detector;
@@ -110,16 +151,18 @@ static bool target_ready(pid_t pid)
         fprintf(stderr,
                 "heapscope leaks: process %d was started without the malloc debug option "
                 "check_unreachable_on_signal, so it does not answer the check signal\n",
-                (int)pid);
+                (int)a->pid);
         return false;
     }
     return true;
 }
 
-static int check_process(pid_t pid, int timeout_s)
+static int check_process(const struct pid_args *a)
 {
-    if (!target_ready(pid))
+    if (!target_ready(a))
         return 1;
+    pid_t pid = a->pid;
+    int timeout_s = a->timeout_s;
     char report[64];
     snprintf(report, sizeof(report), REPORT_PATTERN, (int)pid);
     if (unlink(report) != 0 && errno != ENOENT) {
@@ -165,7 +208,7 @@ static int check_process(pid_t pid, int timeout_s)
 
 int hs_cmd_leaks(int argc, char **argv)
 {
-    enum { OPT_CONTENTS = 256, OPT_LIMIT, OPT_TIMEOUT };
+    enum { OPT_CONTENTS = 256, OPT_LIMIT, OPT_TIMEOUT, OPT_NO_INJECT, OPT_ALLOW_SECCOMP };
     static const struct option long_options[] = {
         {"pid", required_argument, NULL, 'p'},
         {"options", required_argument, NULL, 'o'},
@@ -173,12 +216,15 @@ int hs_cmd_leaks(int argc, char **argv)
         {"contents", no_argument, NULL, OPT_CONTENTS},
         {"limit", required_argument, NULL, OPT_LIMIT},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"no-inject", no_argument, NULL, OPT_NO_INJECT},
+        {"allow-seccomp", no_argument, NULL, OPT_ALLOW_SECCOMP},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *options = DEFAULT_OPTIONS, *log_file = NULL;
     long pid = 0, limit = 100, timeout_s = 30;
     int contents = 0, c;
+    bool inject = true, allow_seccomp = false;
     char *end;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+p:o:l:h", long_options, NULL)) != -1) {
@@ -213,6 +259,12 @@ int hs_cmd_leaks(int argc, char **argv)
                 return 2;
             }
             break;
+        case OPT_NO_INJECT:
+            inject = false;
+            break;
+        case OPT_ALLOW_SECCOMP:
+            allow_seccomp = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -226,7 +278,8 @@ int hs_cmd_leaks(int argc, char **argv)
             fprintf(stderr, "heapscope leaks: give either -p PID or a program, not both\n");
             return 2;
         }
-        return check_process((pid_t)pid, (int)timeout_s);
+        struct pid_args a = {(pid_t)pid, (int)timeout_s, inject, allow_seccomp};
+        return check_process(&a);
     }
     if (optind >= argc) {
         fprintf(stderr, "heapscope leaks: no program given\n\n");

@@ -12,6 +12,7 @@
 
 #include "arena.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -41,7 +42,7 @@ struct hs_mu_capture {
 };
 
 /* How the sweeper gets the heap: the allocator's introspection calls (heapscope's malloc
- * debug table). */
+ * debug table), or a walk of glibc's own chunks in the snapshot (glibc_heap.h). */
 struct hs_mu_heap_source {
     int (*iterate)(uintptr_t base, size_t size,
                    void (*callback)(uintptr_t ptr, size_t size, void *arg), void *arg);
@@ -51,6 +52,13 @@ struct hs_mu_heap_source {
      * address space may call. Either may be NULL. */
     void (*disable)(void);
     void (*enable)(void);
+    /* May be NULL. Called by the sweeper once, before iterate, for a source that reads the
+     * snapshot itself and needs the capture (the maps) and memory (the sweeper's arena, valid
+     * until the sweep returns). Returns 0 or a negative errno value (the sweep then fails). */
+    int (*prepare)(const struct hs_mu_capture *capture, struct hs_arena *arena);
+    /* No backtraces to group by: leaks of the same size are merged as "similar" instead
+     * (leak_grouping.h). */
+    bool group_by_size;
 };
 
 /* Runs in the sweeper: lists the allocations, marks what is reachable from the roots of

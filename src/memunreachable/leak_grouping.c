@@ -20,11 +20,21 @@ static size_t sat_add(size_t a, size_t b)
     return a + b < a ? SIZE_MAX : a + b;
 }
 
-static bool same_backtrace(const struct UnreachableLeak *a, const struct UnreachableLeak *b)
+/* Leaks of one group: the same backtrace, or (no frames, grouping by size) the same size. */
+static bool same_group(const struct UnreachableLeak *a, const struct UnreachableLeak *b)
 {
+    if (a->num_backtrace_frames == 0 && b->num_backtrace_frames == 0)
+        return a->size == b->size;
     return a->num_backtrace_frames == b->num_backtrace_frames &&
            memcmp(a->backtrace_frames, b->backtrace_frames,
                   a->num_backtrace_frames * sizeof(uintptr_t)) == 0;
+}
+
+static uint64_t group_hash(const struct UnreachableLeak *g)
+{
+    if (g->num_backtrace_frames == 0)
+        return hs_hash_mix64(g->size);
+    return hs_hash_frames(g->backtrace_frames, g->num_backtrace_frames);
 }
 
 /* What the sort compares, kept next to each other (sorting indices into the 300-byte records
@@ -65,6 +75,7 @@ int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_m
         goto done;
     }
     memset(table, 0xff, table_size * sizeof(uint32_t));
+    bool by_size = heap && heap->group_by_size;
 
     size_t ng = 0;
     for (size_t i = 0; i < n; i++) {
@@ -84,12 +95,12 @@ int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_m
                                               ? (size_t)nf
                                               : UNREACHABLE_BACKTRACE_FRAMES;
         }
-        if (g->num_backtrace_frames > 0) {
+        if (g->num_backtrace_frames > 0 || by_size) {
             size_t mask = table_size - 1;
-            size_t h = (size_t)hs_hash_frames(g->backtrace_frames, g->num_backtrace_frames) & mask;
+            size_t h = (size_t)group_hash(g) & mask;
             struct UnreachableLeak *rep = NULL;
             while (table[h] != UINT32_MAX) {
-                if (same_backtrace(&groups[table[h]], g)) {
+                if (same_group(&groups[table[h]], g)) {
                     rep = &groups[table[h]];
                     break;
                 }

@@ -5,7 +5,8 @@
  * backtrace is identical (same frames, same count) to an earlier one's is merged into that
  * earlier, lower-addressed leak as "similar": similar_count += 1, similar_size += its size,
  * similar_referenced_count/size += its referenced_count/size. Leaks without a backtrace
- * never merge. Then
+ * never merge, unless heap->group_by_size is set (a heap source with no backtraces at all):
+ * then leaks without frames merge with the ones of the same size. Then
  *     total_size = size + referenced_size + similar_size + similar_referenced_size
  * (saturating), the leaks are sorted by total_size, largest first (ties: lower address
  * first), and cut to `limit`. The kept ones get their contents (the first
@@ -33,7 +34,8 @@ struct hs_mu_grouping {
     size_t num_groups;             /* before the limit */
 };
 
-/* Groups folding's leaks of walker w (heap->backtrace may be NULL: nothing merges). Returns 0
+/* Groups folding's leaks of walker w (heap->backtrace may be NULL: nothing merges, except by
+ * size with heap->group_by_size). Returns 0
  * with *out filled (free with hs_mu_leak_grouping_free), or -ENOMEM. */
 int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_mu_folding *folding,
                             const struct hs_mu_heap_source *heap, size_t limit,

@@ -2,8 +2,9 @@
  * the check that check_unreachable_on_signal runs, and the check at exit that
  * `heapscope leaks -- PROGRAM` asks for.
  *
- * A check: find the allocator's introspection (the preloaded malloc debug shim's, or the
- * copy embedded in this library), open a pipe, let the collector stop the threads and fork
+ * A check: find the allocator's introspection (the preloaded malloc debug shim's, the copy
+ * embedded in this library, or a walk of glibc's heap when the library was injected into a
+ * process started without heapscope: injected.h), open a pipe, let the collector stop the threads and fork
  * the sweeper (collector.c), read the sweeper's result from the pipe (result_codec.c). One
  * check at a time per process. Runs in ordinary program context: it may allocate.
  */
@@ -16,6 +17,8 @@
 #include "env.h"
 #include "errno_text.h"
 #include "format.h"
+#include "glibc_heap.h"
+#include "injected.h"
 #include "log.h"
 #include "report_text.h"
 #include "result_codec.h"
@@ -54,9 +57,14 @@ static void ignore_block(uintptr_t ptr, size_t size, void *arg)
     (void)ptr, (void)size, (void)arg;
 }
 
-/* The allocator introspection of whichever malloc debug copy serves the program. */
+/* The allocator introspection of whichever malloc debug copy serves the program, or, in a
+ * process started without heapscope (injected.h), a walk of glibc's own heap. */
 static bool find_heap_source(struct hs_mu_heap_source *heap)
 {
+    if (hs_mu_injected()) {
+        hs_mu_glibc_heap_source(heap);
+        return true;
+    }
     memset(heap, 0, sizeof(*heap));
     heap->iterate = (__typeof(heap->iterate))dlsym(RTLD_DEFAULT, "malloc_iterate");
     heap->backtrace = (__typeof(heap->backtrace))dlsym(RTLD_DEFAULT, "malloc_backtrace");
@@ -181,13 +189,19 @@ static void append_line(const char *line, size_t len, void *ctx)
     t->data[t->len] = '\0';
 }
 
+/* The extra line of the text report, if any: no backtraces without tracking. */
+static const char *report_note(void)
+{
+    return hs_mu_injected() ? HS_MU_UNTRACKED_NOTE : NULL;
+}
+
 HS_EXPORT char *GetUnreachableMemoryString(bool log_contents, size_t limit)
 {
     struct UnreachableMemoryInfo info = {0};
     if (!GetUnreachableMemory(&info, limit))
         return NULL;
     struct text t = {0};
-    hs_mu_report_text(&info, log_contents, append_line, &t);
+    hs_mu_report_text_note(&info, log_contents, report_note(), append_line, &t);
     FreeUnreachableMemory(&info);
     if (t.failed) {
         free(t.data);
@@ -213,6 +227,8 @@ static void log_report(const struct UnreachableMemoryInfo *info, bool log_conten
     char line[256];
     hs_mu_summary_line(info, line, sizeof(line));
     mu_log("%s", line);
+    if (report_note())
+        mu_log("%s", report_note());
     for (size_t i = 0; i < info->num_reported_leaks; i++)
         hs_mu_report_leak(&info->leaks[i], log_contents, log_line, NULL);
 }
@@ -292,7 +308,7 @@ HS_EXPORT void heapscope_unreachable_check(void)
     }
     log_report(&info, contents);
     struct text t = {0};
-    hs_mu_report_text(&info, contents, append_line, &t);
+    hs_mu_report_text_note(&info, contents, report_note(), append_line, &t);
     FreeUnreachableMemory(&info);
     if (!t.failed && t.data)
         write_report_file(path, t.data, t.len);

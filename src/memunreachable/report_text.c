@@ -107,9 +107,17 @@ void hs_mu_report_leak(const struct UnreachableLeak *leak, bool log_contents, hs
 void hs_mu_report_text(const struct UnreachableMemoryInfo *info, bool log_contents,
                        hs_mu_emit_fn emit, void *ctx)
 {
+    hs_mu_report_text_note(info, log_contents, NULL, emit, ctx);
+}
+
+void hs_mu_report_text_note(const struct UnreachableMemoryInfo *info, bool log_contents,
+                            const char *note, hs_mu_emit_fn emit, void *ctx)
+{
     emit_f(emit, ctx, "  %zu bytes in %zu unreachable allocation%s", info->leak_bytes,
            info->num_leaks, plural(info->num_leaks));
     emit_f(emit, ctx, "  ABI: '%s'", hs_mu_abi_name());
+    if (note)
+        emit_f(emit, ctx, "  %s", note);
     emit("", 0, ctx);
     for (size_t i = 0; i < info->num_reported_leaks && info->leaks; i++) {
         hs_mu_report_leak(&info->leaks[i], log_contents, emit, ctx);

@@ -2,6 +2,7 @@
  *
  *   "  <leak_bytes> bytes in <num_leaks> unreachable allocation[s]"
  *   "  ABI: 'x86_64'"
+ *   "  <note>"                                            (only from hs_mu_report_text_note)
  *   ""
  *   then per leak (hs_mu_report_leak) followed by an empty line:
  *   "  <size> bytes unreachable at <hex address>"
@@ -38,6 +39,15 @@ typedef void (*hs_mu_emit_fn)(const char *line, size_t len, void *ctx);
 /* The whole report of info (its num_reported_leaks leaks). */
 void hs_mu_report_text(const struct UnreachableMemoryInfo *info, bool log_contents,
                        hs_mu_emit_fn emit, void *ctx);
+
+/* The same with "  <note>" as one more line after the ABI line (none when note is NULL). */
+void hs_mu_report_text_note(const struct UnreachableMemoryInfo *info, bool log_contents,
+                            const char *note, hs_mu_emit_fn emit, void *ctx);
+
+/* The note of a report whose heap had no allocation tracking (glibc_heap.h). */
+#define HS_MU_UNTRACKED_NOTE                                                                       \
+    "Not started under heapscope: no allocation backtraces; leaks of the same size are "           \
+    "grouped."
 
 /* The lines of one leak (no empty line after it). */
 void hs_mu_report_leak(const struct UnreachableLeak *leak, bool log_contents, hs_mu_emit_fn emit,

@@ -1,6 +1,7 @@
 /* sweep.c: hs_mu_sweep, the sweeper's whole job (see capture.h for where it runs).
  *
- * Steps: install the fault guard; list the allocations (heap->iterate) into the walker and
+ * Steps: install the fault guard; let the heap source read the capture (heap->prepare, when
+ * it has one); list the allocations (heap->iterate) into the walker and
  * index them; add the roots (roots.h); mark; fold the unmarked allocations into leaks
  * (leak_folding.h); group them by backtrace, sort and cut to the limit (leak_grouping.h);
  * write the result to fd (result_codec.h). Any failure is written to fd as a failed result
@@ -28,7 +29,8 @@
 
 static const char *step_name[] = {
     "installing the fault handlers", "listing the allocations", "indexing the allocations",
-    "collecting the roots",          "folding the leaks",       "grouping the leaks"};
+    "collecting the roots",          "folding the leaks",       "grouping the leaks",
+    "reading the heap's layout"};
 
 int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_source *heap,
                 size_t limit, int fd, struct hs_arena *arena)
@@ -48,6 +50,8 @@ int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_sou
 
     int step = 0, r = -hs_mu_fault_guard_install();
     bool guarded = r == 0;
+    if (r == 0 && heap->prepare)
+        step = 6, r = heap->prepare(capture, arena);
     if (r == 0 && (step = 1, r = hs_mu_heap_walker_collect(&w, heap)) == 0 &&
         (step = 2, r = hs_mu_heap_walker_finish(&w)) == 0 &&
         (step = 3, r = hs_mu_roots_collect(capture, &w, arena)) == 0) {

@@ -90,7 +90,8 @@ static int fake_iterate(uintptr_t base, size_t size,
     return 0;
 }
 
-static const struct hs_mu_heap_source g_heap = {fake_iterate, NULL, fake_disable, fake_enable};
+static const struct hs_mu_heap_source g_heap = {
+    .iterate = fake_iterate, .disable = fake_disable, .enable = fake_enable};
 
 /* Mutators change the table under its lock, as allocating threads would. */
 static int g_mutators_stop;

@@ -1,0 +1,169 @@
+/* injected.c: heapscope_unreachable_injected_init (include/heapscope/memunreachable_injected.h)
+ * and the check signal of the injected mode.
+ *
+ * The library's constructors stay inert when it is dlopen'ed into a running process: the
+ * embedded malloc debug copy sees that the program's malloc is not its own and stays a
+ * pass-through (src/malloc_debug/init.c), and nothing else starts at load. Only this function
+ * changes the process: a SIGRTMAX-16 handler that wakes a small thread ("hs-unreachable"),
+ * which runs the check (heapscope_unreachable_check) outside the handler, as malloc debug's
+ * check_unreachable_on_signal does.
+ *
+ * The thread blocks every signal but the check signal, so the signal can always be delivered
+ * (to it, if every program thread blocks it) and the program's own signals never land on it.
+ * The library is pinned (RTLD_NODELETE): the handler must not outlive its code.
+ */
+#define _GNU_SOURCE
+#include "heapscope/memunreachable_injected.h"
+
+#include "injected.h"
+#include "symbol_binding.h"
+
+#include <dlfcn.h>
+#include <gnu/libc-version.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define HS_EXPORT __attribute__((visibility("default")))
+
+static int g_injected;                                          /* set once init succeeded */
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* serializes init */
+static unsigned g_requested, g_served; /* checks asked for (handler) and run (thread) */
+
+bool hs_mu_injected(void)
+{
+    return __atomic_load_n(&g_injected, __ATOMIC_ACQUIRE) != 0;
+}
+
+static int check_signal(void)
+{
+    return SIGRTMAX - 16;
+}
+
+static void on_check_signal(int sig, siginfo_t *info, void *uc)
+{
+    (void)sig, (void)info, (void)uc;
+    __atomic_add_fetch(&g_requested, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &g_requested, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void *check_thread(void *arg)
+{
+    (void)arg;
+    prctl(PR_SET_NAME, "hs-unreachable");
+    for (;;) {
+        unsigned requested = __atomic_load_n(&g_requested, __ATOMIC_ACQUIRE);
+        if (requested == g_served) {
+            syscall(SYS_futex, &g_requested, FUTEX_WAIT_PRIVATE, requested, NULL, NULL, 0);
+            continue;
+        }
+        g_served = requested; /* requests that came in while checking are served by one run */
+        heapscope_unreachable_check();
+    }
+    return NULL;
+}
+
+/* glibc's malloc is the one the program calls: libc.so.6's functions are what the global
+ * scope binds the names to (symbol_binding.h). */
+static int check_allocator(void)
+{
+    static const char *const names[] = {"malloc", "free", "calloc", "realloc", "memalign"};
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    if (!libc)
+        return HEAPSCOPE_INJECTED_NOT_GLIBC_MALLOC;
+    bool glibc = true;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && glibc; i++) {
+        void *fn = dlsym(libc, names[i]);
+        glibc = fn != NULL && hs_symbol_binds_to(names[i], fn);
+    }
+    dlclose(libc); /* drops the reference NOLOAD took */
+    if (glibc)
+        return HEAPSCOPE_INJECTED_OK;
+    /* heapscope's shim (preloaded, or this library linked in) answers malloc_iterate. */
+    return dlsym(RTLD_DEFAULT, "malloc_iterate") ? HEAPSCOPE_INJECTED_HEAPSCOPE_MALLOC
+                                                 : HEAPSCOPE_INJECTED_NOT_GLIBC_MALLOC;
+}
+
+/* Safe-linking and the heap layouts the walk knows: glibc 2.32 and later. */
+static int check_glibc_version(void)
+{
+    const char *v = gnu_get_libc_version();
+    char *end;
+    long major = strtol(v, &end, 10), minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+    return major > 2 || (major == 2 && minor >= 32) ? HEAPSCOPE_INJECTED_OK
+                                                    : HEAPSCOPE_INJECTED_OLD_GLIBC;
+}
+
+/* Keeps this library loaded for good: the handler and the thread run its code. */
+static void pin_library(void)
+{
+    Dl_info self;
+    if (dladdr((void *)&heapscope_unreachable_injected_init, &self) && self.dli_fname)
+        dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+static int start_thread(void)
+{
+    /* Created with every signal blocked but the check signal; the mask is inherited. */
+    sigset_t all, old;
+    sigfillset(&all);
+    sigdelset(&all, check_signal());
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_t thread;
+    int err = pthread_attr_init(&attr);
+    if (err == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        err = pthread_create(&thread, &attr, check_thread, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
+static int init(void)
+{
+    int sig = check_signal();
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) != 0)
+        return HEAPSCOPE_INJECTED_SETUP_FAILED;
+    if ((old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != NULL
+                                    : old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)
+        return HEAPSCOPE_INJECTED_SIGNAL_IN_USE;
+    int r = check_allocator();
+    if (r == HEAPSCOPE_INJECTED_OK)
+        r = check_glibc_version();
+    if (r != HEAPSCOPE_INJECTED_OK)
+        return r;
+    if (start_thread() != 0)
+        return HEAPSCOPE_INJECTED_SETUP_FAILED;
+    /* The mode first: a signal arriving right after the handler finds it set. */
+    __atomic_store_n(&g_injected, 1, __ATOMIC_RELEASE);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_check_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, NULL) != 0) {
+        /* The thread stays, idle (it only wakes for the handler). */
+        __atomic_store_n(&g_injected, 0, __ATOMIC_RELEASE);
+        return HEAPSCOPE_INJECTED_SETUP_FAILED;
+    }
+    pin_library();
+    return HEAPSCOPE_INJECTED_OK;
+}
+
+HS_EXPORT int heapscope_unreachable_injected_init(void)
+{
+    if (hs_mu_injected())
+        return HEAPSCOPE_INJECTED_OK;
+    pthread_mutex_lock(&g_init_lock);
+    int r = hs_mu_injected() ? HEAPSCOPE_INJECTED_OK : init();
+    pthread_mutex_unlock(&g_init_lock);
+    return r;
+}

@@ -1,0 +1,18 @@
+/* injected.h: the library's mode when it was dlopen'ed into a process started without
+ * heapscope (heapscope_unreachable_injected_init, include/heapscope/memunreachable_injected.h).
+ *
+ * In that mode the checks use the glibc heap source (glibc_heap.h) instead of malloc debug's
+ * tracking, and the text report says that there are no backtraces.
+ */
+#ifndef HEAPSCOPE_MEMUNREACHABLE_INJECTED_MODE_H
+#define HEAPSCOPE_MEMUNREACHABLE_INJECTED_MODE_H
+
+#include <stdbool.h>
+
+/* True once heapscope_unreachable_injected_init has succeeded. Any thread. */
+bool hs_mu_injected(void);
+
+/* Runs a check and writes its report for `heapscope leaks -p` (memunreachable.c). */
+void heapscope_unreachable_check(void);
+
+#endif
