@@ -35,6 +35,7 @@ bench: deps
 	@sh bench/leaks.sh $(BUILD)
 	@sh bench/report.sh $(BUILD)
 	@sh bench/profile.sh $(BUILD)
+	@sh bench/attach.sh $(BUILD)
 	@python3 bench/summary.py $(BUILD)
 
 fuzz: deps
