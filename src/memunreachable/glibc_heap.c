@@ -265,7 +265,10 @@ typedef void (*visit_fn)(struct gh *g, uintptr_t chunk, uintptr_t csize);
  * top chunk excluded). Returns how the walk ended: at h->top (WALK_TOP, top's own size
  * checked), at the fenceposts closing an older heap (WALK_FENCE), or at an inconsistent chunk
  * (WALK_BAD); *stop is where. Reads stay inside [first, h->end); the chunk address grows at
- * every step, so the walk always ends. */
+ * every step, so the walk always ends.
+ * sysmalloc closes an older heap with a zero-size header in its last 16 bytes, after a 16-byte
+ * fencepost, or after a 32-byte one (flags PREV_INUSE only) when the old top had no room for
+ * a free chunk and a 16-byte fencepost. */
 static enum walk_end walk_heap(struct gh *g, const struct gh_heap *h, uintptr_t first,
                                visit_fn visit, uintptr_t *stop)
 {
@@ -285,13 +288,16 @@ static enum walk_end walk_heap(struct gh *g, const struct gh_heap *h, uintptr_t 
             return fits ? WALK_TOP : WALK_BAD;
         }
         if (csize == 0)
-            return after_fence ? WALK_FENCE : WALK_BAD;
-        if ((csize & (HS_GLIBC_ALIGN - 1)) || (size & HS_GLIBC_IS_MMAPPED) ||
-            csize > h->end - c || h->end - c - csize < 16)
+            return after_fence && c == h->end - 16 ? WALK_FENCE : WALK_BAD;
+        if ((csize & (HS_GLIBC_ALIGN - 1)) || (size & HS_GLIBC_IS_MMAPPED) || csize > h->end - c ||
+            h->end - c - csize < 16)
             return WALK_BAD;
         uintptr_t next = c + csize, next_hdr[2];
         hs_mu_read_guarded(next_hdr, next, sizeof(next_hdr));
-        after_fence = csize == HS_GLIBC_CHUNK_HDR;
+        after_fence =
+            csize == HS_GLIBC_CHUNK_HDR ||
+            (csize == HS_GLIBC_MIN_CHUNK && (size & HS_GLIBC_FLAGS) == HS_GLIBC_PREV_INUSE &&
+             (next_hdr[1] & ~(uintptr_t)HS_GLIBC_FLAGS) == 0 && next == h->end - 16);
         if (!after_fence && (next_hdr[1] & HS_GLIBC_PREV_INUSE)) {
             if ((size & HS_GLIBC_NON_MAIN_ARENA) != non_main)
                 return WALK_BAD;
@@ -337,8 +343,12 @@ static void add_main_heap(struct gh *g, uintptr_t main_arena)
     const struct gh_map *m = map_at(g, top);
     if (!m)
         return;
-    struct gh_heap h = {.begin = m->start, .first = m->start, .end = m->end,
-                        .reserved_end = m->end, .top = top, .main = true};
+    struct gh_heap h = {.begin = m->start,
+                        .first = m->start,
+                        .end = m->end,
+                        .reserved_end = m->end,
+                        .top = top,
+                        .main = true};
     uintptr_t stop;
     enum walk_end e = walk_heap(g, &h, h.first, NULL, &stop);
     /* A [heap] walk that got past its first chunk started right (a later inconsistency is
@@ -361,14 +371,15 @@ static void add_main_heap(struct gh *g, uintptr_t main_arena)
         add_heap(g, &h); /* walked as far as it goes; counted as bad in pass 1 */
         return;
     }
-    hs_log_tag(HS_MU_LOG_TAG, "glibc heap: cannot find the start of the main heap (top chunk at "
-               "0x%lx); its blocks are not listed", (unsigned long)top);
+    hs_log_tag(HS_MU_LOG_TAG,
+               "glibc heap: cannot find the start of the main heap (top chunk at "
+               "0x%lx); its blocks are not listed",
+               (unsigned long)top);
 }
 
 /* The heap_info at a (64 MiB aligned) in mapping m, validated; fills *h and returns the
  * arena's malloc_state, or 0. */
-static uintptr_t arena_heap_at(struct gh *g, uintptr_t a, const struct gh_map *m,
-                               struct gh_heap *h)
+static uintptr_t arena_heap_at(struct gh *g, uintptr_t a, const struct gh_map *m, struct gh_heap *h)
 {
     uintptr_t hi[4]; /* ar_ptr, prev, size, mprotect_size */
     if (m->end - a < HS_GLIBC_HEAP_INFO_SIZE)
@@ -376,9 +387,8 @@ static uintptr_t arena_heap_at(struct gh *g, uintptr_t a, const struct gh_map *m
     hs_mu_read_guarded(hi, a, sizeof(hi));
     uintptr_t ar = hi[0], prev = hi[1], size = hi[2], mprotect_size = hi[3];
     if (!chunk_pointer(ar) || size == 0 || size > mprotect_size ||
-        mprotect_size > HS_GLIBC_HEAP_MAX || mprotect_size > m->end - a ||
-        (size & (PAGE - 1)) || (mprotect_size & (PAGE - 1)) ||
-        (prev & (HS_GLIBC_HEAP_MAX - 1)) || prev == a)
+        mprotect_size > HS_GLIBC_HEAP_MAX || mprotect_size > m->end - a || (size & (PAGE - 1)) ||
+        (mprotect_size & (PAGE - 1)) || (prev & (HS_GLIBC_HEAP_MAX - 1)) || prev == a)
         return 0;
     uintptr_t hdr = ar & (HS_GLIBC_HEAP_MAX - 1); /* sizeof(heap_info): malloc_state follows */
     if (hdr != HS_GLIBC_HEAP_INFO_SIZE && hdr != HS_GLIBC_HEAP_INFO_SIZE_OLD)
@@ -397,9 +407,10 @@ static uintptr_t arena_heap_at(struct gh *g, uintptr_t a, const struct gh_map *m
     h->main = false;
     /* Where glibc puts the first chunk: after the malloc_state (aligned so that user memory
      * is), or right after heap_info in a later heap. */
-    h->first = first_heap ? ((ar + HS_GLIBC_MSTATE_SIZE + HS_GLIBC_CHUNK_HDR + 15) & ~(uintptr_t)15) -
-                                HS_GLIBC_CHUNK_HDR
-                          : a + hdr;
+    h->first = first_heap
+                   ? ((ar + HS_GLIBC_MSTATE_SIZE + HS_GLIBC_CHUNK_HDR + 15) & ~(uintptr_t)15) -
+                         HS_GLIBC_CHUNK_HDR
+                   : a + hdr;
     uintptr_t stop;
     if (walk_heap(g, h, h->first, NULL, &stop) != expected_end(h)) {
         /* Check the offset: find the first chunk from which the walk ends right. */
@@ -564,8 +575,8 @@ static void list_mmapped(struct gh *g)
             uintptr_t hdr[2];
             hs_mu_read_guarded(hdr, p, sizeof(hdr));
             uintptr_t csize = hdr[1] & ~(uintptr_t)HS_GLIBC_FLAGS;
-            if (hdr[0] == 0 && (hdr[1] & HS_GLIBC_FLAGS) == HS_GLIBC_IS_MMAPPED &&
-                csize >= PAGE && (csize & (PAGE - 1)) == 0 && csize <= limit - p) {
+            if (hdr[0] == 0 && (hdr[1] & HS_GLIBC_FLAGS) == HS_GLIBC_IS_MMAPPED && csize >= PAGE &&
+                (csize & (PAGE - 1)) == 0 && csize <= limit - p) {
                 g->stats.mmapped_chunks++;
                 emit(g, p + HS_GLIBC_CHUNK_HDR, csize - HS_GLIBC_CHUNK_HDR);
                 p += csize;

@@ -166,14 +166,16 @@ class Command(Case):
         r = subprocess.run([CLI, "leaks", "-p", "999999999"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 1)
         self.assertIn("no process 999999999", r.stderr)
-        r = subprocess.run([CLI, "leaks", "-p", "1"], capture_output=True, text=True)
+        # --no-inject: as root, the command would load the detector into pid 1.
+        r = subprocess.run([CLI, "leaks", "--no-inject", "-p", "1"], capture_output=True,
+                           text=True)
         self.assertEqual(r.returncode, 1)
         self.assertRegex(r.stderr, "belongs to another user|not allowed to inspect process 1|"
                                    "has no heapscope library loaded")
         plain = subprocess.Popen(["sleep", "30"])
         try:
-            r = subprocess.run([CLI, "leaks", "-p", str(plain.pid)], capture_output=True,
-                               text=True)
+            r = subprocess.run([CLI, "leaks", "--no-inject", "-p", str(plain.pid)],
+                               capture_output=True, text=True)
             self.assertEqual(r.returncode, 1)
             self.assertIn("has no heapscope library loaded", r.stderr)
         finally:

@@ -35,3 +35,13 @@ target_compile_options(unreachable_walk_bench PRIVATE -O2)
 target_link_libraries(unreachable_walk_bench PRIVATE hs_common)
 set_target_properties(unreachable_walk_bench PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
+
+# The walk of glibc's own heap (no tracking: a process started without heapscope), on this
+# process's real heap seen from a fork, and on hostile fake heaps.
+add_executable(test_glibc_heap ${HS_MU_TESTS_DIR}/test_glibc_heap.c
+  ${HS_MU_SRC_DIR}/glibc_heap.c ${HS_MU_SRC_DIR}/glibc_free_chunks.c ${HS_MU_SWEEP_SOURCES})
+target_include_directories(test_glibc_heap PRIVATE
+  ${HS_MU_TESTS_DIR} ${HS_MU_SRC_DIR} ${HS_MU_ROOT}/include)
+target_link_libraries(test_glibc_heap PRIVATE hs_common Threads::Threads)
+add_test(NAME unit.glibc_heap COMMAND test_glibc_heap)
+set_tests_properties(unit.glibc_heap PROPERTIES TIMEOUT 120)
