@@ -6,34 +6,27 @@
  * pass-through (src/malloc_debug/init.c), and nothing else starts at load. Only this function
  * changes the process: a SIGRTMAX-16 handler that wakes a small thread ("hs-unreachable"),
  * which runs the check (heapscope_unreachable_check) outside the handler, as malloc debug's
- * check_unreachable_on_signal does.
+ * check_unreachable_on_signal does (both through signal_worker.h).
  *
- * The thread blocks every signal but the check signal, so the signal can always be delivered
- * (to it, if every program thread blocks it) and the program's own signals never land on it.
  * The library is pinned (RTLD_NODELETE): the handler must not outlive its code.
  */
 #define _GNU_SOURCE
 #include "heapscope/memunreachable_injected.h"
 
 #include "injected.h"
+#include "signal_worker.h"
 #include "symbol_binding.h"
 
 #include <dlfcn.h>
 #include <gnu/libc-version.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #define HS_EXPORT __attribute__((visibility("default")))
 
 static int g_injected;                                          /* set once init succeeded */
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* serializes init */
-static unsigned g_requested, g_served; /* checks asked for (handler) and run (thread) */
 
 bool hs_mu_injected(void)
 {
@@ -43,29 +36,6 @@ bool hs_mu_injected(void)
 static int check_signal(void)
 {
     return SIGRTMAX - 16;
-}
-
-static void on_check_signal(int sig, siginfo_t *info, void *uc)
-{
-    (void)sig, (void)info, (void)uc;
-    __atomic_add_fetch(&g_requested, 1, __ATOMIC_RELEASE);
-    syscall(SYS_futex, &g_requested, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-static void *check_thread(void *arg)
-{
-    (void)arg;
-    prctl(PR_SET_NAME, "hs-unreachable");
-    for (;;) {
-        unsigned requested = __atomic_load_n(&g_requested, __ATOMIC_ACQUIRE);
-        if (requested == g_served) {
-            syscall(SYS_futex, &g_requested, FUTEX_WAIT_PRIVATE, requested, NULL, NULL, 0);
-            continue;
-        }
-        g_served = requested; /* requests that came in while checking are served by one run */
-        heapscope_unreachable_check();
-    }
-    return NULL;
 }
 
 /* glibc's malloc is the one the program calls: libc.so.6's functions are what the global
@@ -107,25 +77,6 @@ static void pin_library(void)
         dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
-static int start_thread(void)
-{
-    /* Created with every signal blocked but the check signal; the mask is inherited. */
-    sigset_t all, old;
-    sigfillset(&all);
-    sigdelset(&all, check_signal());
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_t thread;
-    int err = pthread_attr_init(&attr);
-    if (err == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        err = pthread_create(&thread, &attr, check_thread, NULL);
-        pthread_attr_destroy(&attr);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return err;
-}
-
 static int init(void)
 {
     int sig = check_signal();
@@ -140,17 +91,10 @@ static int init(void)
         r = check_glibc_version();
     if (r != HEAPSCOPE_INJECTED_OK)
         return r;
-    if (start_thread() != 0)
-        return HEAPSCOPE_INJECTED_SETUP_FAILED;
     /* The mode first: a signal arriving right after the handler finds it set. */
     __atomic_store_n(&g_injected, 1, __ATOMIC_RELEASE);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_sigaction = on_check_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(sig, &sa, NULL) != 0) {
-        /* The thread stays, idle (it only wakes for the handler). */
+    if (hs_signal_worker_start(sig, "hs-unreachable", heapscope_unreachable_check) != 0) {
+        /* A thread already started stays, idle (only the handler wakes it). */
         __atomic_store_n(&g_injected, 0, __ATOMIC_RELEASE);
         return HEAPSCOPE_INJECTED_SETUP_FAILED;
     }

@@ -76,6 +76,18 @@ def clean_env():
     return env
 
 
+def per_site(profile, value):
+    """{leaf function: summed value} of a profile."""
+    out = subprocess.run([CLI, "report", "-q", "--value", value, "-f", "folded", profile],
+                         capture_output=True, text=True, check=True).stdout
+    sites = {}
+    for line in out.splitlines():
+        stack, _, number = line.rpartition(" ")
+        leaf = stack.split(";")[-1].split(" (")[0]
+        sites[leaf] = sites.get(leaf, 0) + int(number)
+    return sites
+
+
 def split_backtrace(testcase, lines, function=None):
     """Checks a block of frame lines and returns the symbols. With `function`, the first
     frame must be in that function of the test program."""

@@ -13,7 +13,7 @@ import tempfile
 import time
 import unittest
 
-from e2e import clean_env
+from e2e import clean_env, per_site
 
 CLI = os.environ["HS_CLI"]
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
@@ -23,18 +23,6 @@ TARGET = os.environ["HS_ATTACH_TARGET"]
 TARGET_STATIC = os.environ["HS_ATTACH_TARGET_STATIC"]
 
 SPIN = [WORKLOAD, "spin", "4", "2500"]  # 4 threads, about 4 s
-
-
-def per_site(profile, value):
-    """{leaf function: summed value} of a profile."""
-    out = subprocess.run([CLI, "report", "-q", "--value", value, "-f", "folded", profile],
-                         capture_output=True, text=True, check=True).stdout
-    sites = {}
-    for line in out.splitlines():
-        stack, _, number = line.rpartition(" ")
-        leaf = stack.split(";")[-1].split(" (")[0]
-        sites[leaf] = sites.get(leaf, 0) + int(number)
-    return sites
 
 
 def client_loaded(pid):

@@ -15,7 +15,7 @@ import tempfile
 import time
 import unittest
 
-from e2e import clean_env
+from e2e import clean_env, per_site
 
 CLI = os.environ["HS_CLI"]
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
@@ -30,18 +30,6 @@ KNOWN = {  # site: (allocated bytes, allocations, in-use bytes at exit, in-use a
     "site_realloc": (2000 * 300, 2000, 2000 * 300, 2000),
     "site_memalign": (500 * 4096, 500, 0, 0),
 }
-
-
-def per_site(profile, value):
-    """{leaf function: summed value} of a profile."""
-    out = subprocess.run([CLI, "report", "-q", "--value", value, "-f", "folded", profile],
-                         capture_output=True, text=True, check=True).stdout
-    sites = {}
-    for line in out.splitlines():
-        stack, _, number = line.rpartition(" ")
-        leaf = stack.split(";")[-1].split(" (")[0]
-        sites[leaf] = sites.get(leaf, 0) + int(number)
-    return sites
 
 
 def comments(profile):
