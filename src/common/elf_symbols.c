@@ -212,46 +212,55 @@ static int binding_rank(unsigned char info)
     }
 }
 
-/* Scans the first valid section of type `type` (SHT_SYMTAB or SHT_DYNSYM) for symbols
- * containing vaddr, updating *best. Real files have at most one of each; looking at one only
- * keeps the work linear in the file size whatever the section table claims. */
+/* The first valid section of type `type` (SHT_SYMTAB or SHT_DYNSYM) and its string table,
+ * both inside the file. Real files have at most one of each; looking at one only keeps the
+ * work linear in the file size whatever the section table claims. */
+static bool first_symtab(const struct hs_elf *elf, const struct shtab *t, uint32_t type,
+                         Elf64_Shdr *sh, Elf64_Shdr *str)
+{
+    for (uint64_t s = 0; s < t->num; s++) {
+        if (!read_shdr(elf, t, s, sh) || sh->sh_type != type)
+            continue;
+        if (sh->sh_entsize < sizeof(Elf64_Sym) || !in_bounds(elf, sh->sh_offset, sh->sh_size))
+            continue;
+        if (!read_shdr(elf, t, sh->sh_link, str) || str->sh_type != SHT_STRTAB ||
+            !in_bounds(elf, str->sh_offset, str->sh_size) || str->sh_size == 0)
+            continue;
+        return true;
+    }
+    return false;
+}
+
+/* Scans the symbol table of type `type` for symbols containing vaddr, updating *best. */
 static void scan_symbols(const struct hs_elf *elf, const struct shtab *t, uint32_t type,
                          uint64_t vaddr, struct best *best)
 {
-    for (uint64_t s = 0; s < t->num; s++) {
-        Elf64_Shdr sh, str;
-        if (!read_shdr(elf, t, s, &sh) || sh.sh_type != type)
-            continue;
-        if (sh.sh_entsize < sizeof(Elf64_Sym) || !in_bounds(elf, sh.sh_offset, sh.sh_size))
-            continue;
-        if (!read_shdr(elf, t, sh.sh_link, &str) || str.sh_type != SHT_STRTAB ||
-            !in_bounds(elf, str.sh_offset, str.sh_size) || str.sh_size == 0)
-            continue;
-        const char *strtab = (const char *)elf->data + str.sh_offset;
-        uint64_t count = sh.sh_size / sh.sh_entsize;
-        for (uint64_t i = 0; i < count; i++) {
-            Elf64_Sym sym;
-            memcpy(&sym, elf->data + sh.sh_offset + i * sh.sh_entsize, sizeof(sym));
-            unsigned char st_type = ELF64_ST_TYPE(sym.st_info);
-            if (st_type != STT_FUNC && st_type != STT_GNU_IFUNC && st_type != STT_NOTYPE)
-                continue;
-            if (sym.st_shndx == SHN_UNDEF || sym.st_size == 0)
-                continue;
-            if (vaddr < sym.st_value || vaddr - sym.st_value >= sym.st_size)
-                continue;
-            if (sym.st_name >= str.sh_size || strtab[sym.st_name] == '\0')
-                continue;
-            int rank = binding_rank(sym.st_info);
-            if (best->found &&
-                (sym.st_value < best->value || (sym.st_value == best->value && rank <= best->rank)))
-                continue;
-            best->found = true;
-            best->value = sym.st_value;
-            best->rank = rank;
-            best->name = strtab + sym.st_name;
-            best->name_max = (size_t)(str.sh_size - sym.st_name);
-        }
+    Elf64_Shdr sh, str;
+    if (!first_symtab(elf, t, type, &sh, &str))
         return;
+    const char *strtab = (const char *)elf->data + str.sh_offset;
+    uint64_t count = sh.sh_size / sh.sh_entsize;
+    for (uint64_t i = 0; i < count; i++) {
+        Elf64_Sym sym;
+        memcpy(&sym, elf->data + sh.sh_offset + i * sh.sh_entsize, sizeof(sym));
+        unsigned char st_type = ELF64_ST_TYPE(sym.st_info);
+        if (st_type != STT_FUNC && st_type != STT_GNU_IFUNC && st_type != STT_NOTYPE)
+            continue;
+        if (sym.st_shndx == SHN_UNDEF || sym.st_size == 0)
+            continue;
+        if (vaddr < sym.st_value || vaddr - sym.st_value >= sym.st_size)
+            continue;
+        if (sym.st_name >= str.sh_size || strtab[sym.st_name] == '\0')
+            continue;
+        int rank = binding_rank(sym.st_info);
+        if (best->found &&
+            (sym.st_value < best->value || (sym.st_value == best->value && rank <= best->rank)))
+            continue;
+        best->found = true;
+        best->value = sym.st_value;
+        best->rank = rank;
+        best->name = strtab + sym.st_name;
+        best->name_max = (size_t)(str.sh_size - sym.st_name);
     }
 }
 
@@ -285,34 +294,26 @@ bool hs_elf_find_function(const struct hs_elf *elf, const char *name, uintptr_t 
 {
     Elf64_Ehdr eh;
     struct shtab t;
-    if (!read_ehdr(elf, &eh) || !read_shtab(elf, &eh, &t))
+    Elf64_Shdr sh, str;
+    if (!read_ehdr(elf, &eh) || !read_shtab(elf, &eh, &t) ||
+        !first_symtab(elf, &t, SHT_DYNSYM, &sh, &str))
         return false;
     size_t name_len = strlen(name);
-    for (uint64_t s = 0; s < t.num; s++) {
-        Elf64_Shdr sh, str;
-        if (!read_shdr(elf, &t, s, &sh) || sh.sh_type != SHT_DYNSYM)
+    const char *strtab = (const char *)elf->data + str.sh_offset;
+    uint64_t count = sh.sh_size / sh.sh_entsize;
+    for (uint64_t i = 0; i < count; i++) {
+        Elf64_Sym sym;
+        memcpy(&sym, elf->data + sh.sh_offset + i * sh.sh_entsize, sizeof(sym));
+        unsigned char st_type = ELF64_ST_TYPE(sym.st_info);
+        unsigned char bind = ELF64_ST_BIND(sym.st_info);
+        if (st_type != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
+            (bind != STB_GLOBAL && bind != STB_WEAK))
             continue;
-        if (sh.sh_entsize < sizeof(Elf64_Sym) || !in_bounds(elf, sh.sh_offset, sh.sh_size) ||
-            !read_shdr(elf, &t, sh.sh_link, &str) || str.sh_type != SHT_STRTAB ||
-            !in_bounds(elf, str.sh_offset, str.sh_size))
-            return false;
-        const char *strtab = (const char *)elf->data + str.sh_offset;
-        uint64_t count = sh.sh_size / sh.sh_entsize;
-        for (uint64_t i = 0; i < count; i++) {
-            Elf64_Sym sym;
-            memcpy(&sym, elf->data + sh.sh_offset + i * sh.sh_entsize, sizeof(sym));
-            unsigned char st_type = ELF64_ST_TYPE(sym.st_info);
-            unsigned char bind = ELF64_ST_BIND(sym.st_info);
-            if (st_type != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
-                (bind != STB_GLOBAL && bind != STB_WEAK))
-                continue;
-            if (sym.st_name >= str.sh_size || str.sh_size - sym.st_name <= name_len ||
-                memcmp(strtab + sym.st_name, name, name_len + 1) != 0)
-                continue;
-            *vaddr = (uintptr_t)sym.st_value;
-            return true;
-        }
-        return false;
+        if (sym.st_name >= str.sh_size || str.sh_size - sym.st_name <= name_len ||
+            memcmp(strtab + sym.st_name, name, name_len + 1) != 0)
+            continue;
+        *vaddr = (uintptr_t)sym.st_value;
+        return true;
     }
     return false;
 }
