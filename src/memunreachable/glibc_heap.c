@@ -13,6 +13,7 @@
 #include "glibc_malloc.h"
 #include "heap_walker.h"
 #include "log.h"
+#include "captured_maps.h"
 #include "proc_maps.h"
 #include "sort.h"
 
@@ -25,15 +26,6 @@
 #define MAIN_HEAP_TRIES 1024u
 /* Bytes of an arena heap searched for its first chunk when glibc's offset does not walk. */
 #define FIRST_CHUNK_SEARCH 4096u
-
-enum map_kind { MAP_ANON, MAP_HEAP, MAP_LIBC, MAP_OTHER };
-
-struct gh_map {
-    uintptr_t start, end;
-    unsigned perms;
-    unsigned char kind;
-    bool thread_stack;
-};
 
 /* One heap: chunks from `first`, up to `end` (reads stay below end). */
 struct gh_heap {
@@ -54,8 +46,7 @@ enum walk_end { WALK_TOP, WALK_FENCE, WALK_BAD };
 struct gh {
     const struct hs_mu_capture *capture;
     struct hs_arena *arena;
-    struct gh_map *maps;
-    size_t num_maps, cap_maps;
+    struct hs_mu_maps maps;
     struct gh_heap *heaps;
     size_t num_heaps, cap_heaps;
     uintptr_t *arenas; /* malloc_states; main_arena first */
@@ -109,77 +100,7 @@ static uintptr_t read_word(uintptr_t addr)
     return v;
 }
 
-static bool starts_with(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-/* glibc's C library: "libc.so.6", or "libc-2.3x.so". */
-static bool is_libc(const char *path)
-{
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    return starts_with(base, "libc.so") || (starts_with(base, "libc-") && strstr(base, ".so"));
-}
-
-/* ---- the maps ---- */
-
-static int add_map(const struct hs_map *m, void *arg)
-{
-    struct gh *g = arg;
-    if (m->end <= m->start)
-        return 0;
-    if (!grow(g, (void **)&g->maps, &g->cap_maps, g->num_maps + 1, sizeof(*g->maps)))
-        return 1;
-    struct gh_map *d = &g->maps[g->num_maps++];
-    d->start = m->start;
-    d->end = m->end;
-    d->perms = m->perms;
-    d->thread_stack = false;
-    if (m->path[0] == '\0' || starts_with(m->path, "[anon:"))
-        d->kind = MAP_ANON;
-    else if (strcmp(m->path, "[heap]") == 0)
-        d->kind = MAP_HEAP;
-    else if (m->inode != 0 && is_libc(m->path))
-        d->kind = MAP_LIBC;
-    else
-        d->kind = MAP_OTHER;
-    return 0;
-}
-
-static int parse_maps(struct gh *g)
-{
-    const struct hs_mu_capture *cap = g->capture;
-    if (!cap->maps_text || cap->maps_len == 0)
-        return 0;
-    struct hs_map *scratch = hs_arena_alloc(g->arena, sizeof(*scratch));
-    if (!scratch)
-        return -ENOMEM;
-    struct hs_maps_parser p;
-    hs_maps_parser_init(&p, scratch);
-    if (hs_maps_parser_feed(&p, cap->maps_text, cap->maps_len, add_map, g) == 0)
-        hs_maps_parser_finish(&p, add_map, g);
-    hs_arena_free(g->arena, scratch, sizeof(*scratch));
-    return g->oom ? -ENOMEM : 0;
-}
-
-/* The mapping containing addr, or NULL (the kernel lists mappings in address order). */
-static struct gh_map *map_at(struct gh *g, uintptr_t addr)
-{
-    size_t lo = 0, hi = g->num_maps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (g->maps[mid].end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < g->num_maps && g->maps[lo].start <= addr)
-        return &g->maps[lo];
-    return NULL;
-}
-
-static bool is_rw(const struct gh_map *m)
+static bool is_rw(const struct hs_mu_map *m)
 {
     unsigned rw = HS_MAP_READ | HS_MAP_WRITE;
     return (m->perms & rw) == rw;
@@ -188,7 +109,7 @@ static bool is_rw(const struct gh_map *m)
 /* True when [addr, addr + len) lies in one readable and writable mapping. */
 static bool rw_range(struct gh *g, uintptr_t addr, uintptr_t len)
 {
-    const struct gh_map *m = map_at(g, addr);
+    const struct hs_mu_map *m = hs_mu_maps_find(&g->maps, addr);
     return m && is_rw(m) && len <= m->end - addr;
 }
 
@@ -210,8 +131,8 @@ static bool looks_like_main_arena(struct gh *g, uintptr_t m)
     if (!chunk_pointer(top))
         return false;
     if (top != unsorted) {
-        const struct gh_map *tm = map_at(g, top);
-        if (!tm || !is_rw(tm) || (tm->kind != MAP_HEAP && tm->kind != MAP_ANON))
+        const struct hs_mu_map *tm = hs_mu_maps_find(&g->maps, top);
+        if (!tm || !is_rw(tm) || (tm->kind != HS_MU_MAP_HEAP && tm->kind != HS_MU_MAP_ANON))
             return false;
     }
     uint32_t head[3];
@@ -246,9 +167,9 @@ static bool looks_like_main_arena(struct gh *g, uintptr_t m)
 
 static uintptr_t find_main_arena(struct gh *g)
 {
-    for (size_t i = 0; i < g->num_maps; i++) {
-        const struct gh_map *m = &g->maps[i];
-        if (m->kind != MAP_LIBC || !is_rw(m) || m->end - m->start < HS_GLIBC_MSTATE_SIZE)
+    for (size_t i = 0; i < g->maps.num; i++) {
+        const struct hs_mu_map *m = &g->maps.maps[i];
+        if (!m->libc || !is_rw(m) || m->end - m->start < HS_GLIBC_MSTATE_SIZE)
             continue;
         for (uintptr_t a = m->start; a + HS_GLIBC_MSTATE_SIZE <= m->end; a += 16)
             if (looks_like_main_arena(g, a))
@@ -340,7 +261,7 @@ static void add_main_heap(struct gh *g, uintptr_t main_arena)
     uintptr_t top = read_word(main_arena + HS_GLIBC_MSTATE_TOP);
     if (top == main_arena + HS_GLIBC_MSTATE_TOP)
         return; /* the main arena never allocated */
-    const struct gh_map *m = map_at(g, top);
+    const struct hs_mu_map *m = hs_mu_maps_find(&g->maps, top);
     if (!m)
         return;
     struct gh_heap h = {.begin = m->start,
@@ -353,7 +274,7 @@ static void add_main_heap(struct gh *g, uintptr_t main_arena)
     enum walk_end e = walk_heap(g, &h, h.first, NULL, &stop);
     /* A [heap] walk that got past its first chunk started right (a later inconsistency is
      * counted in pass 1); otherwise look for the start page by page. */
-    if (e == WALK_TOP || (m->kind == MAP_HEAP && stop != h.first)) {
+    if (e == WALK_TOP || (m->kind == HS_MU_MAP_HEAP && stop != h.first)) {
         add_heap(g, &h);
         return;
     }
@@ -367,7 +288,7 @@ static void add_main_heap(struct gh *g, uintptr_t main_arena)
             return;
         }
     }
-    if (m->kind == MAP_HEAP) {
+    if (m->kind == HS_MU_MAP_HEAP) {
         add_heap(g, &h); /* walked as far as it goes; counted as bad in pass 1 */
         return;
     }
@@ -379,7 +300,8 @@ static void add_main_heap(struct gh *g, uintptr_t main_arena)
 
 /* The heap_info at a (64 MiB aligned) in mapping m, validated; fills *h and returns the
  * arena's malloc_state, or 0. */
-static uintptr_t arena_heap_at(struct gh *g, uintptr_t a, const struct gh_map *m, struct gh_heap *h)
+static uintptr_t arena_heap_at(struct gh *g, uintptr_t a, const struct hs_mu_map *m,
+                               struct gh_heap *h)
 {
     uintptr_t hi[4]; /* ar_ptr, prev, size, mprotect_size */
     if (m->end - a < HS_GLIBC_HEAP_INFO_SIZE)
@@ -429,9 +351,9 @@ static uintptr_t arena_heap_at(struct gh *g, uintptr_t a, const struct gh_map *m
 /* Every non-main arena heap: writable anonymous mappings, at each 64 MiB boundary. */
 static void add_arena_heaps(struct gh *g)
 {
-    for (size_t i = 0; i < g->num_maps && !g->oom; i++) {
-        const struct gh_map *m = &g->maps[i];
-        if (m->kind != MAP_ANON || !is_rw(m))
+    for (size_t i = 0; i < g->maps.num && !g->oom; i++) {
+        const struct hs_mu_map *m = &g->maps.maps[i];
+        if (m->kind != HS_MU_MAP_ANON || !is_rw(m))
             continue;
         uintptr_t a = (m->start + HS_GLIBC_HEAP_MAX - 1) & ~(HS_GLIBC_HEAP_MAX - 1);
         for (; a >= m->start && a < m->end; a += HS_GLIBC_HEAP_MAX) {
@@ -548,9 +470,10 @@ static void list_mmapped(struct gh *g)
     hs_sort(holes, nholes, sizeof(*holes), by_range, NULL);
 
     size_t hole = 0;
-    for (size_t i = 0; i < g->num_maps; i++) {
-        const struct gh_map *m = &g->maps[i];
-        if (m->kind != MAP_ANON || !is_rw(m) || !(m->perms & HS_MAP_PRIVATE) || m->thread_stack)
+    for (size_t i = 0; i < g->maps.num; i++) {
+        const struct hs_mu_map *m = &g->maps.maps[i];
+        if (m->kind != HS_MU_MAP_ANON || !is_rw(m) || !(m->perms & HS_MAP_PRIVATE) ||
+            m->thread_stack)
             continue;
         uintptr_t p = m->start & ~(PAGE - 1);
         if (p < m->start)
@@ -626,12 +549,7 @@ int hs_mu_glibc_heap_walk(const struct hs_mu_capture *capture, struct hs_arena *
     g.size = size;
     hs_mu_glibc_free_chunks_init(&g.free, arena);
 
-    int r = parse_maps(&g);
-    for (size_t t = 0; r == 0 && t < capture->num_threads; t++) {
-        struct gh_map *m = map_at(&g, capture->threads[t].sp);
-        if (m)
-            m->thread_stack = true;
-    }
+    int r = hs_mu_maps_load(&g.maps, capture, arena);
     if (r == 0) {
         g.stats.main_arena = find_main_arena(&g);
         if (!g.stats.main_arena) {
@@ -671,7 +589,7 @@ int hs_mu_glibc_heap_walk(const struct hs_mu_capture *capture, struct hs_arena *
     release(&g, g.tcaches, g.cap_tcaches, sizeof(*g.tcaches));
     release(&g, g.arenas, g.cap_arenas, sizeof(*g.arenas));
     release(&g, g.heaps, g.cap_heaps, sizeof(*g.heaps));
-    release(&g, g.maps, g.cap_maps, sizeof(*g.maps));
+    hs_mu_maps_free(&g.maps, arena);
     return r;
 }
 

@@ -1,151 +1,26 @@
 /* roots.c: classifies the captured mappings into roots (the rules are in roots.h).
  *
- * The maps text is parsed once into a compact array (the kernel lists mappings in ascending
- * address order, so a thread's stack mapping is found by binary search); then each thread
+ * The maps text is parsed once (captured_maps.h); then each thread
  * contributes its registers and stack, and each mapping is classified on its own, looking only
  * at its predecessor (for .bss). Every range goes through add_cut(), which cuts out the
  * allocations and the excluded ranges.
  */
 #include "roots.h"
 
+#include "captured_maps.h"
 #include "proc_maps.h"
 
 #include <elf.h>
 #include <errno.h>
 #include <string.h>
 
-enum map_kind {
-    MAP_ANON,   /* unnamed or [anon:...] */
-    MAP_FILE,   /* a file (path with an inode) */
-    MAP_HEAP,   /* [heap] */
-    MAP_STACK,  /* [stack] */
-    MAP_PSEUDO, /* [vvar], [vdso], [vsyscall], ... */
-    MAP_DEVICE, /* /dev/... other than /dev/zero and /dev/shm/, anon_inode:... */
-};
-
-struct mu_map {
-    uintptr_t start, end;
-    uintptr_t load_base;
-    uint64_t inode;
-    dev_t dev;
-    unsigned perms;
-    enum map_kind kind;
-    bool thread_stack; /* some thread's SP is in it */
-    bool libc;         /* a mapping of glibc's libc.so */
-};
-
 struct roots_ctx {
     const struct hs_mu_capture *capture;
     struct hs_mu_heap_walker *w;
     struct hs_arena *arena;
-    struct mu_map *maps;
-    size_t num_maps, cap_maps;
+    struct hs_mu_maps maps;
     bool oom;
 };
-
-static bool starts_with(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-static enum map_kind kind_of(const struct hs_map *m)
-{
-    const char *p = m->path;
-    if (p[0] == '\0')
-        return MAP_ANON;
-    if (p[0] == '[') {
-        if (strcmp(p, "[heap]") == 0)
-            return MAP_HEAP;
-        if (starts_with(p, "[stack"))
-            return MAP_STACK;
-        if (starts_with(p, "[anon:") || starts_with(p, "[anon_shmem:"))
-            return MAP_ANON;
-        return MAP_PSEUDO;
-    }
-    if (starts_with(p, "anon_inode:"))
-        return MAP_DEVICE;
-    if (starts_with(p, "/dev/") && strcmp(p, "/dev/zero") != 0 && !starts_with(p, "/dev/shm/"))
-        return MAP_DEVICE;
-    return MAP_FILE;
-}
-
-/* glibc's C library: "libc.so.6", or "libc-2.31.so" and the like in older releases. */
-static bool is_libc(const char *path)
-{
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    return starts_with(base, "libc.so") ||
-           (starts_with(base, "libc-") && strstr(base, ".so") != NULL);
-}
-
-static int add_map(const struct hs_map *m, void *arg)
-{
-    struct roots_ctx *c = arg;
-    if (m->end <= m->start)
-        return 0;
-    if (c->num_maps == c->cap_maps) {
-        size_t ncap = c->cap_maps ? c->cap_maps * 2 : 256;
-        struct mu_map *n = hs_arena_alloc(c->arena, ncap * sizeof(*n));
-        if (!n) {
-            c->oom = true;
-            return 1;
-        }
-        if (c->maps) {
-            memcpy(n, c->maps, c->num_maps * sizeof(*n));
-            hs_arena_free(c->arena, c->maps, c->cap_maps * sizeof(*n));
-        }
-        c->maps = n;
-        c->cap_maps = ncap;
-    }
-    struct mu_map *d = &c->maps[c->num_maps++];
-    d->start = m->start;
-    d->end = m->end;
-    d->load_base = m->load_base;
-    d->inode = m->inode;
-    d->dev = m->dev;
-    d->perms = m->perms;
-    d->kind = kind_of(m);
-    d->thread_stack = false;
-    d->libc = d->kind == MAP_FILE && is_libc(m->path);
-    return 0;
-}
-
-static int parse_maps(struct roots_ctx *c)
-{
-    const struct hs_mu_capture *cap = c->capture;
-    if (!cap->maps_text || cap->maps_len == 0)
-        return 0;
-    struct hs_map *scratch = hs_arena_alloc(c->arena, sizeof(*scratch));
-    if (!scratch)
-        return -ENOMEM;
-    struct hs_maps_parser p;
-    hs_maps_parser_init(&p, scratch);
-    int r = hs_maps_parser_feed(&p, cap->maps_text, cap->maps_len, add_map, c);
-    if (r == 0)
-        hs_maps_parser_finish(&p, add_map, c);
-    hs_arena_free(c->arena, scratch, sizeof(*scratch));
-    return c->oom ? -ENOMEM : 0;
-}
-
-/* The mapping containing addr, or NULL. The kernel lists mappings in address order; a
- * text that is not sorted still works, by a linear search. */
-static struct mu_map *map_at(struct roots_ctx *c, uintptr_t addr)
-{
-    size_t lo = 0, hi = c->num_maps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->maps[mid].end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < c->num_maps && c->maps[lo].start <= addr && addr < c->maps[lo].end)
-        return &c->maps[lo];
-    for (size_t i = 0; i < c->num_maps; i++)
-        if (c->maps[i].start <= addr && addr < c->maps[i].end)
-            return &c->maps[i];
-    return NULL;
-}
 
 /* Adds [b, e) as roots (with HS_MU_ROOT_* flags) minus the allocations and the excluded
  * ranges in it. */
@@ -185,11 +60,11 @@ static void add_cut(struct roots_ctx *c, uintptr_t b, uintptr_t e, unsigned flag
 /* End of the data of the ELF object whose file mapping is f (bias + highest PT_LOAD end), or
  * 0 when its headers are not readable in memory. Only reads inside a readable mapping of the
  * same file. */
-static uintptr_t elf_data_end(struct roots_ctx *c, const struct mu_map *f)
+static uintptr_t elf_data_end(struct roots_ctx *c, const struct hs_mu_map *f)
 {
     uintptr_t base = f->load_base;
-    const struct mu_map *h = map_at(c, base);
-    if (!h || h->kind != MAP_FILE || h->inode != f->inode || h->dev != f->dev ||
+    const struct hs_mu_map *h = hs_mu_maps_find(&c->maps, base);
+    if (!h || h->kind != HS_MU_MAP_FILE || h->inode != f->inode || h->dev != f->dev ||
         !(h->perms & HS_MAP_READ) || h->end - base < sizeof(Elf64_Ehdr))
         return 0;
     Elf64_Ehdr eh;
@@ -235,11 +110,8 @@ static void add_thread(struct roots_ctx *c, const struct hs_mu_thread *t)
     for (size_t r = 0; r < nregs; r++)
         if (!hs_mu_heap_walker_add_root_value(c->w, t->regs[r]))
             c->oom = true;
-    struct mu_map *m = map_at(c, t->sp);
-    if (!m)
-        return;
-    m->thread_stack = true;
-    if (!(m->perms & HS_MAP_READ))
+    struct hs_mu_map *m = hs_mu_maps_find(&c->maps, t->sp);
+    if (!m || !(m->perms & HS_MAP_READ))
         return;
     if (hs_mu_heap_walker_find(c->w, t->sp) != HS_MU_NONE)
         return; /* a malloc'ed stack: reachable through the SP register */
@@ -249,28 +121,28 @@ static void add_thread(struct roots_ctx *c, const struct hs_mu_thread *t)
 
 static void add_mapping(struct roots_ctx *c, size_t i)
 {
-    const struct mu_map *m = &c->maps[i];
+    const struct hs_mu_map *m = &c->maps.maps[i];
     unsigned rw = HS_MAP_READ | HS_MAP_WRITE;
     if ((m->perms & rw) != rw || m->thread_stack)
         return;
     switch (m->kind) {
-    case MAP_FILE:
+    case HS_MU_MAP_FILE:
         add_cut(c, m->start, m->end, m->libc ? HS_MU_ROOT_MALLOC_STATE : 0);
         return;
-    case MAP_ANON:
-    case MAP_HEAP:
+    case HS_MU_MAP_ANON:
+    case HS_MU_MAP_HEAP:
         break;
     default:
         return;
     }
 
     uintptr_t p = m->start;
-    const struct mu_map *prev = i > 0 ? &c->maps[i - 1] : NULL;
-    if (prev && prev->kind == MAP_FILE && prev->end == m->start) {
+    const struct hs_mu_map *prev = i > 0 ? &c->maps.maps[i - 1] : NULL;
+    if (prev && prev->kind == HS_MU_MAP_FILE && prev->end == m->start) {
         uintptr_t data_end = elf_data_end(c, prev);
         uintptr_t bss_end;
         if (data_end == 0)
-            bss_end = m->kind == MAP_HEAP ? m->start : m->end;
+            bss_end = m->kind == HS_MU_MAP_HEAP ? m->start : m->end;
         else if (data_end <= m->start)
             bss_end = m->start;
         else if (data_end >= m->end)
@@ -282,7 +154,7 @@ static void add_mapping(struct roots_ctx *c, size_t i)
         add_cut(c, m->start, bss_end, prev->libc ? HS_MU_ROOT_MALLOC_STATE : 0);
         p = bss_end;
     }
-    if (p >= m->end || m->kind == MAP_HEAP)
+    if (p >= m->end || m->kind == HS_MU_MAP_HEAP)
         return;
     uintptr_t a = (m->end - 1) & ~(HS_MU_GLIBC_HEAP_MAX - 1);
     if (a >= p && a > 0 && is_arena_heap(a, m->end)) {
@@ -296,15 +168,15 @@ int hs_mu_roots_collect(const struct hs_mu_capture *capture, struct hs_mu_heap_w
                         struct hs_arena *arena)
 {
     struct roots_ctx c = {.capture = capture, .w = w, .arena = arena};
-    int r = parse_maps(&c);
+    int r = hs_mu_maps_load(&c.maps, capture, arena);
     if (r == 0) {
         for (size_t t = 0; t < capture->num_threads; t++)
             add_thread(&c, &capture->threads[t]);
-        for (size_t i = 0; i < c.num_maps; i++)
+        for (size_t i = 0; i < c.maps.num; i++)
             add_mapping(&c, i);
         if (c.oom)
             r = -ENOMEM;
     }
-    hs_arena_free(arena, c.maps, c.cap_maps * sizeof(*c.maps));
+    hs_mu_maps_free(&c.maps, arena);
     return r;
 }

@@ -9,6 +9,7 @@ set(HS_MU_TESTS_DIR ${CMAKE_CURRENT_LIST_DIR})
 get_filename_component(HS_MU_ROOT ${CMAKE_CURRENT_LIST_DIR}/../.. ABSOLUTE)
 set(HS_MU_SRC_DIR ${HS_MU_ROOT}/src/memunreachable)
 set(HS_MU_SWEEP_SOURCES
+  ${HS_MU_SRC_DIR}/captured_maps.c
   ${HS_MU_SRC_DIR}/heap_walker.c
   ${HS_MU_SRC_DIR}/leak_folding.c
   ${HS_MU_SRC_DIR}/leak_grouping.c
