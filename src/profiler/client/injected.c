@@ -73,8 +73,9 @@ void hs_client_injected_off(void)
 
 void hs_client_injected_rescan(void)
 {
-    if (hs_client_injected() && hs_got_rescan_wanted() && hs_got_scan() > 0 && hs_client_on())
-        hs_got_apply();
+    /* The scan itself redirects the new slots while the hooks are applied. */
+    if (hs_client_injected() && hs_got_rescan_wanted())
+        hs_got_scan();
 }
 
 /* Fills hooks with glibc's function for each name as the one to replace. False when a name
