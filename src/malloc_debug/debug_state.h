@@ -29,6 +29,10 @@ struct hs_md_state {
     size_t extra_bytes; /* bytes added to each request: link area + header + guards + expand */
     uintptr_t self_start, self_end; /* our own code, dropped from the top of backtraces */
     char self_path[PATH_MAX];       /* this library's file, to find the elfutils plug-in */
+    /* Set (never cleared) by the first error report: the program's heap may be corrupted
+     * (a smashed top chunk or bin), so from then on the shim's own optional work that would
+     * allocate from glibc (the elfutils plug-in at exit) is skipped. Relaxed atomics. */
+    int heap_suspect;
 };
 
 extern struct hs_md_state hs_md;

@@ -13,6 +13,10 @@
 
 void hs_md_report_begin(void)
 {
+    /* From here on the heap may be corrupted: nothing of ours allocates from glibc again
+     * (the elfutils name fallback would, see symbols_loader.h). */
+    __atomic_store_n(&hs_md.heap_suspect, 1, __ATOMIC_RELAXED);
+    hs_backtrace_set_name_fallback(NULL);
     hs_md_in_shim++;
     hs_log_begin();
     hs_log(HS_MD_LOG_DIVIDER);

@@ -1,5 +1,8 @@
 """End-to-end: programs with real heap bugs under libmalloc_debug.so, exact reports."""
+import os
+import shutil
 import signal
+import tempfile
 import unittest
 
 from e2e import BUGS, Case, DIVIDER, run
@@ -190,6 +193,38 @@ class Semantics(Case):
                 self.assertEqual(r.returncode, 0)
                 self.assertEqual(r.log, [])
                 self.assertEqual(r.other, [])
+
+
+class AfterCorruption(Case):
+    """A program that smashed glibc's top chunk must survive the shim's exit work: nothing
+    of the shim allocates from glibc once it has reported an error (issue: the leak report's
+    dlopen of the elfutils plug-in aborted in "malloc(): corrupted top size")."""
+
+    def test_exit_reports_survive_a_smashed_top_chunk(self):
+        tmp = tempfile.mkdtemp(prefix="hs_top_overflow.")
+        self.addCleanup(shutil.rmtree, tmp)
+        for options in ("guard leak_track backtrace",
+                        "guard leak_track backtrace backtrace_dump_on_exit "
+                        "backtrace_dump_prefix=%s/heap log_allocator_stats_on_exit" % tmp,
+                        "guard free_track leak_track backtrace verify_pointers"):
+            with self.subTest(options=options):
+                r = run([BUGS, "top_overflow"], options)
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                self.assertIn("done", r.stdout.splitlines(), "buffered stdout lost")
+                self.assertNotIn("corrupted", "\n".join(r.other))
+                end = self.assert_report(r.log, [
+                    "+++ ALLOCATION %s SIZE 40 HAS A CORRUPTED REAR GUARD" % r.values["ptr"],
+                ] + ["  allocation[%d] = 0x41 (expected 0xbb)" % i for i in range(40, 72)],
+                    "free_it")
+                leak = [i for i, l in enumerate(r.log) if l.startswith(
+                    "+++ md_bugs leaked block of size 24 at %s " % r.values["leaked"])]
+                self.assertEqual(len(leak), 1, r.log[end:])
+                self.assertEqual(r.log[leak[0] + 1], "Backtrace at time of allocation:")
+                self.assertIn("(top_overflow+", r.log[leak[0] + 2])
+                if "backtrace_dump_on_exit" in options:
+                    dump = os.path.join(tmp, "heap.%s.exit.txt" % r.values["pid"])
+                    with open(dump) as f:
+                        self.assertEqual(f.readline(), "Android Native Heap Dump v1.2\n")
 
 
 if __name__ == "__main__":

@@ -280,6 +280,22 @@ static int clean(void)
     return 0;
 }
 
+/* Overflows the last block of the heap far enough to smash the top chunk's size field, as a
+ * real overflow of the newest allocation does; leaks one block and leaves "done" in stdout's
+ * buffer. Any malloc from the top chunk after this aborts in glibc. */
+static __attribute__((noinline)) int top_overflow(void)
+{
+    char *leaked = malloc(24);
+    sink = leaked;
+    char *p = malloc(40);
+    announce("ptr", p);
+    announce("leaked", leaked);
+    printf("done\n"); /* stays in stdout's buffer until exit */
+    memset(p + 40, 'A', 160);
+    free_it(p);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -317,6 +333,8 @@ int main(int argc, char **argv)
         return semantics(argc > 2 && !strcmp(argv[2], "debug"));
     if (!strcmp(s, "clean"))
         return clean();
+    if (!strcmp(s, "top_overflow"))
+        return top_overflow();
     fprintf(stderr, "md_bugs: unknown scenario %s\n", s);
     return 2;
 }
