@@ -33,6 +33,7 @@ bench: deps
 	$(MAKE) build
 	@sh bench/run.sh $(BUILD)
 	@sh bench/leaks.sh $(BUILD)
+	@sh bench/leak_exit.sh $(BUILD)
 	@sh bench/report.sh $(BUILD)
 	@sh bench/profile.sh $(BUILD)
 	@sh bench/attach.sh $(BUILD)

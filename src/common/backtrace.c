@@ -7,7 +7,9 @@
 #include "elf_cache.h"
 #include "elf_symbols.h"
 #include "format.h"
+#include "hash.h"
 #include "log.h"
+#include "maps_snapshot.h"
 #include "proc_maps.h"
 
 #include <elf.h>
@@ -82,11 +84,13 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
     return n;
 }
 
-/* State while printing one backtrace. */
+/* State while printing: the mapping of the previous frame and a few ELF files kept open. A
+ * printer (below) adds a snapshot of the maps and the text of every frame already printed. */
 struct symbolizer {
     struct hs_map map; /* mapping of the previous frame */
     bool have_map;
     struct hs_elf_cache files;
+    struct hs_backtrace_printer *printer; /* NULL for a one-off backtrace */
 };
 
 static hs_backtrace_name_fn g_name_fallback;
@@ -97,10 +101,10 @@ void hs_backtrace_set_name_fallback(hs_backtrace_name_fn fn)
 }
 
 /* Names the function at lookup from the file's symbol tables, else from the fallback. */
-static bool name_of(const struct hs_elf *elf, uintptr_t lookup, uintptr_t bias, char *name,
-                    size_t cap, uintptr_t *offset)
+static bool name_of(struct hs_elf_cache *files, const struct hs_elf *elf, uintptr_t lookup,
+                    uintptr_t bias, char *name, size_t cap, uintptr_t *offset)
 {
-    if (elf && hs_elf_lookup(elf, lookup - bias, name, cap, offset))
+    if (elf && hs_elf_cache_lookup(files, elf, lookup - bias, name, cap, offset))
         return true;
     hs_backtrace_name_fn fallback = __atomic_load_n(&g_name_fallback, __ATOMIC_ACQUIRE);
     return fallback && fallback(lookup, name, cap, offset) && name[0];
@@ -136,18 +140,32 @@ static void put_line(const struct line_out *o, const char *fmt, ...)
     va_end(ap);
 }
 
-static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const struct line_out *o)
+static bool find_map(struct symbolizer *s, uintptr_t addr);
+
+/* What a frame line says after "pc ". */
+struct frame_desc {
+    enum { FRAME_UNKNOWN, FRAME_NAMED, FRAME_FILE } kind;
+    unsigned long rel_pc; /* absolute for FRAME_UNKNOWN */
+    const char *path;     /* s->map.path */
+    const char *suffix;   /* " (deleted)" or "" */
+    unsigned long offset; /* from the start of name */
+    char name[512];
+};
+
+/* Resolves the frame at pc (see hs_backtrace_log for what is printed). */
+static void describe_frame(struct symbolizer *s, size_t index, uintptr_t pc, struct frame_desc *d)
 {
     /* Return addresses may point past the end of the calling function's code. */
     uintptr_t lookup = index > 0 && pc > 0 ? pc - 1 : pc;
     struct hs_map *m = &s->map;
     if (!(s->have_map && lookup >= m->start && lookup < m->end))
-        s->have_map = pc != 0 && hs_maps_find(0, lookup, m);
+        s->have_map = pc != 0 && find_map(s, lookup);
 
     bool is_file = s->have_map && m->path[0] == '/';
     bool is_vdso = s->have_map && strcmp(m->path, "[vdso]") == 0;
     if (!is_file && !is_vdso) {
-        put_line(o, "          #%02zu  pc %016lx  <unknown>", index, (unsigned long)pc);
+        d->kind = FRAME_UNKNOWN;
+        d->rel_pc = (unsigned long)pc;
         return;
     }
 
@@ -164,31 +182,213 @@ static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const st
         hs_elf_type(elf) == ET_EXEC)
         bias = 0;
 
-    char name[512];
     uintptr_t offset;
-    const char *suffix = m->deleted ? " (deleted)" : "";
-    if (name_of(elf, lookup, bias, name, sizeof(name), &offset)) {
-        put_line(o, "          #%02zu  pc %016lx  %s%s (%s+%lu)", index, (unsigned long)(pc - bias),
-                 m->path, suffix, name, (unsigned long)(offset + (pc - lookup)));
-    } else {
-        put_line(o, "          #%02zu  pc %016lx  %s%s", index, (unsigned long)(pc - bias), m->path,
-                 suffix);
+    d->rel_pc = (unsigned long)(pc - bias);
+    d->path = m->path;
+    d->suffix = m->deleted ? " (deleted)" : "";
+    d->kind = FRAME_FILE;
+    if (name_of(&s->files, elf, lookup, bias, d->name, sizeof(d->name), &offset)) {
+        d->kind = FRAME_NAMED;
+        d->offset = (unsigned long)(offset + (pc - lookup));
     }
 }
 
-static void put_frames(const uintptr_t *frames, size_t n, const struct line_out *o)
+/* The frame line's text after "pc " (cut at cap - 1); returns its length. */
+static size_t frame_text(const struct frame_desc *d, char *out, size_t cap)
+{
+    switch (d->kind) {
+    case FRAME_UNKNOWN:
+        return hs_format(out, cap, "%016lx  <unknown>", d->rel_pc);
+    case FRAME_NAMED:
+        return hs_format(out, cap, "%016lx  %s%s (%s+%lu)", d->rel_pc, d->path, d->suffix,
+                         d->name, d->offset);
+    default:
+        return hs_format(out, cap, "%016lx  %s%s", d->rel_pc, d->path, d->suffix);
+    }
+}
+
+/* ---- printers: many backtraces of this process, each distinct frame resolved once ---- */
+
+/* A frame's text, keyed by its pc and whether it is a caller frame (index > 0: looked up at
+ * pc - 1). */
+struct memo_entry {
+    uintptr_t key; /* pc << 1 | caller; 0 = empty (pc 0 is never memoised) */
+    const char *text;
+    uint32_t len;
+};
+
+/* Text blocks are carved from chunks of this size, all freed together. */
+#define MEMO_CHUNK (64 * 1024)
+/* A pc outside every mapping re-reads the maps, at most this many times per printer. */
+#define MAX_MAPS_REREADS 16
+
+struct hs_backtrace_printer {
+    struct hs_arena *arena;
+    struct hs_maps_snapshot maps;
+    bool maps_read;
+    unsigned rereads;
+    struct symbolizer sym;
+    struct memo_entry *table; /* open addressing, linear probing; capacity a power of two */
+    size_t capacity, used;
+    char *chunk; /* current text chunk; its first word links to the previous one */
+    size_t chunk_used;
+};
+
+struct hs_backtrace_printer *hs_backtrace_printer_new(struct hs_arena *arena)
+{
+    struct hs_backtrace_printer *p = hs_arena_calloc(arena, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->arena = arena;
+    hs_maps_snapshot_init(&p->maps, arena);
+    p->sym.have_map = false;
+    hs_elf_cache_init(&p->sym.files);
+    hs_elf_cache_use_arena(&p->sym.files, arena);
+    p->sym.printer = p;
+    return p;
+}
+
+void hs_backtrace_printer_free(struct hs_backtrace_printer *p)
+{
+    if (!p)
+        return;
+    hs_elf_cache_close(&p->sym.files);
+    hs_maps_snapshot_free(&p->maps);
+    hs_arena_free(p->arena, p->table, p->capacity * sizeof(*p->table));
+    while (p->chunk) {
+        char *prev;
+        memcpy(&prev, p->chunk, sizeof(prev));
+        hs_arena_free(p->arena, p->chunk, MEMO_CHUNK);
+        p->chunk = prev;
+    }
+    hs_arena_free(p->arena, p, sizeof(*p));
+}
+
+static bool find_map(struct symbolizer *s, uintptr_t addr)
+{
+    struct hs_backtrace_printer *p = s->printer;
+    if (!p)
+        return hs_maps_find(0, addr, &s->map);
+    if (!p->maps_read) {
+        p->maps_read = true;
+        hs_maps_snapshot_read(&p->maps, 0);
+    }
+    if (hs_maps_snapshot_find(&p->maps, addr, &s->map))
+        return true;
+    /* Mapped after the snapshot (a dlopen'ed library)? */
+    if (p->rereads >= MAX_MAPS_REREADS)
+        return false;
+    p->rereads++;
+    hs_maps_snapshot_read(&p->maps, 0);
+    return hs_maps_snapshot_find(&p->maps, addr, &s->map);
+}
+
+static struct memo_entry *memo_slot(struct hs_backtrace_printer *p, uintptr_t key)
+{
+    size_t mask = p->capacity - 1;
+    for (size_t i = hs_hash_mix64(key) & mask;; i = (i + 1) & mask)
+        if (p->table[i].key == key || p->table[i].key == 0)
+            return &p->table[i];
+}
+
+/* Room for one more entry (load kept under one half). False when memory runs out. */
+static bool memo_reserve(struct hs_backtrace_printer *p)
+{
+    if (2 * (p->used + 1) <= p->capacity)
+        return true;
+    size_t old_cap = p->capacity;
+    struct memo_entry *old = p->table;
+    size_t cap = old_cap ? 2 * old_cap : 1024;
+    struct memo_entry *table = hs_arena_calloc(p->arena, cap * sizeof(*table));
+    if (!table)
+        return false;
+    p->table = table;
+    p->capacity = cap;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].key)
+            *memo_slot(p, old[i].key) = old[i];
+    hs_arena_free(p->arena, old, old_cap * sizeof(*old));
+    return true;
+}
+
+/* A copy of text[0, len) in the printer's chunks, or NULL. */
+static const char *memo_store_text(struct hs_backtrace_printer *p, const char *text, size_t len)
+{
+    size_t need = (len + 7) & ~(size_t)7;
+    if (need > MEMO_CHUNK - sizeof(char *))
+        return NULL;
+    if (!p->chunk || p->chunk_used + need > MEMO_CHUNK) {
+        char *chunk = hs_arena_alloc(p->arena, MEMO_CHUNK);
+        if (!chunk)
+            return NULL;
+        memcpy(chunk, &p->chunk, sizeof(p->chunk));
+        p->chunk = chunk;
+        p->chunk_used = sizeof(char *);
+    }
+    char *copy = p->chunk + p->chunk_used;
+    memcpy(copy, text, len);
+    p->chunk_used += need;
+    return copy;
+}
+
+/* One frame line. A one-off backtrace formats it straight into the log line (no second line
+ * buffer on the stack inside malloc); a printer keeps its text for the next time. */
+static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const struct line_out *o)
+{
+    struct hs_backtrace_printer *p = s->printer;
+    struct frame_desc d;
+    if (!p || pc == 0) {
+        describe_frame(s, index, pc, &d);
+        if (d.kind == FRAME_UNKNOWN)
+            put_line(o, "          #%02zu  pc %016lx  <unknown>", index, d.rel_pc);
+        else if (d.kind == FRAME_NAMED)
+            put_line(o, "          #%02zu  pc %016lx  %s%s (%s+%lu)", index, d.rel_pc, d.path,
+                     d.suffix, d.name, d.offset);
+        else
+            put_line(o, "          #%02zu  pc %016lx  %s%s", index, d.rel_pc, d.path, d.suffix);
+        return;
+    }
+    uintptr_t key = pc << 1 | (index > 0);
+    if (p->capacity) {
+        const struct memo_entry *e = memo_slot(p, key);
+        if (e->key == key) {
+            put_line(o, "          #%02zu  pc %.*s", index, (int)e->len, e->text);
+            return;
+        }
+    }
+    char text[HS_LOG_LINE_MAX];
+    describe_frame(s, index, pc, &d);
+    size_t len = frame_text(&d, text, sizeof(text));
+    put_line(o, "          #%02zu  pc %.*s", index, (int)len, text);
+    if (memo_reserve(p)) {
+        const char *copy = memo_store_text(p, text, len);
+        if (copy) {
+            *memo_slot(p, key) = (struct memo_entry){key, copy, (uint32_t)len};
+            p->used++;
+        }
+    }
+}
+
+static void put_frames(struct hs_backtrace_printer *p, const uintptr_t *frames, size_t n,
+                       const struct line_out *o)
 {
     if (n == 0) {
         put_line(o, "  Backtrace failed to get any frames.");
         return;
     }
     int saved_errno = errno;
-    struct symbolizer s;
-    s.have_map = false;
-    hs_elf_cache_init(&s.files);
-    for (size_t i = 0; i < n; i++)
-        put_frame(&s, i, frames[i], o);
-    hs_elf_cache_close(&s.files);
+    if (p) {
+        for (size_t i = 0; i < n; i++)
+            put_frame(&p->sym, i, frames[i], o);
+    } else {
+        struct symbolizer s;
+        s.have_map = false;
+        s.printer = NULL;
+        hs_elf_cache_init(&s.files);
+        for (size_t i = 0; i < n; i++)
+            put_frame(&s, i, frames[i], o);
+        hs_elf_cache_close(&s.files);
+    }
     errno = saved_errno;
 }
 
@@ -197,11 +397,26 @@ void hs_backtrace_format(const uintptr_t *frames, size_t n,
 {
     struct line_out o = {emit, ctx};
     if (emit)
-        put_frames(frames, n, &o);
+        put_frames(NULL, frames, n, &o);
 }
 
 void hs_backtrace_log(const uintptr_t *frames, size_t n)
 {
     struct line_out o = {NULL, NULL};
-    put_frames(frames, n, &o);
+    put_frames(NULL, frames, n, &o);
+}
+
+void hs_backtrace_printer_log(struct hs_backtrace_printer *p, const uintptr_t *frames, size_t n)
+{
+    struct line_out o = {NULL, NULL};
+    put_frames(p, frames, n, &o);
+}
+
+void hs_backtrace_printer_format(struct hs_backtrace_printer *p, const uintptr_t *frames,
+                                 size_t n, void (*emit)(const char *line, size_t len, void *ctx),
+                                 void *ctx)
+{
+    struct line_out o = {emit, ctx};
+    if (emit)
+        put_frames(p, frames, n, &o);
 }

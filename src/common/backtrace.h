@@ -69,6 +69,26 @@ void hs_backtrace_log(const uintptr_t *frames, size_t n);
 void hs_backtrace_format(const uintptr_t *frames, size_t n,
                          void (*emit)(const char *line, size_t len, void *ctx), void *ctx);
 
+/* A printer: for printing many backtraces of this process (a leak report of 10^5 blocks), the
+ * same lines as hs_backtrace_log / hs_backtrace_format, with /proc/self/maps read once into a
+ * snapshot (again when a pc is outside every mapping, up to 16 times), ELF files kept open
+ * across backtraces, and the text of each distinct frame (pc, and whether it is frame #00)
+ * remembered, so that a frame seen before costs one hash lookup. Its memory comes from
+ * `arena` (no malloc); if the arena runs out, frames are printed without being remembered.
+ * A printer belongs to one thread at a time and is not async-signal-safe (the arena takes
+ * locks). Mappings that change while it lives (dlclose, then another library at the same
+ * address) keep the text first printed for a pc: use one printer per report.
+ * hs_backtrace_printer_new returns NULL when the arena is out of memory. */
+struct hs_arena;
+struct hs_backtrace_printer;
+struct hs_backtrace_printer *hs_backtrace_printer_new(struct hs_arena *arena);
+void hs_backtrace_printer_log(struct hs_backtrace_printer *p, const uintptr_t *frames, size_t n);
+void hs_backtrace_printer_format(struct hs_backtrace_printer *p, const uintptr_t *frames,
+                                 size_t n, void (*emit)(const char *line, size_t len, void *ctx),
+                                 void *ctx);
+/* Closes the printer's files and returns its memory to the arena. NULL is ignored. */
+void hs_backtrace_printer_free(struct hs_backtrace_printer *p);
+
 /* A second source of function names, asked when the ELF symbol tables of the mapped file do
  * not name the frame (a stripped file whose symbols are in a separate debug file). Gets the
  * absolute address looked up; returns true with the function name and the offset of addr in

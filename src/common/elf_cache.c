@@ -3,9 +3,40 @@
 
 void hs_elf_cache_init(struct hs_elf_cache *c)
 {
-    for (int i = 0; i < HS_ELF_CACHE_SLOTS; i++)
+    for (int i = 0; i < HS_ELF_CACHE_SLOTS; i++) {
         c->slots[i].used = false;
+        c->slots[i].indexed = false;
+    }
     c->tick = 0;
+    c->arena = NULL;
+}
+
+void hs_elf_cache_use_arena(struct hs_elf_cache *c, struct hs_arena *arena)
+{
+    c->arena = arena;
+}
+
+static void close_slot(struct hs_elf_cache *c, int i)
+{
+    if (c->slots[i].indexed)
+        hs_elf_index_free(&c->slots[i].index, c->arena);
+    c->slots[i].indexed = false;
+    hs_elf_close(&c->slots[i].elf);
+}
+
+bool hs_elf_cache_lookup(struct hs_elf_cache *c, const struct hs_elf *elf, uintptr_t vaddr,
+                         char *name, size_t name_cap, uintptr_t *offset)
+{
+    for (int i = 0; c->arena && i < HS_ELF_CACHE_SLOTS; i++) {
+        if (!c->slots[i].used || !c->slots[i].ok || &c->slots[i].elf != elf)
+            continue;
+        if (!c->slots[i].indexed)
+            c->slots[i].indexed = hs_elf_index_build(elf, c->arena, &c->slots[i].index);
+        if (c->slots[i].indexed)
+            return hs_elf_index_lookup(elf, &c->slots[i].index, vaddr, name, name_cap, offset);
+        break;
+    }
+    return hs_elf_lookup(elf, vaddr, name, name_cap, offset);
 }
 
 const struct hs_elf *hs_elf_cache_get(struct hs_elf_cache *c, const char *path, dev_t dev,
@@ -22,7 +53,7 @@ const struct hs_elf *hs_elf_cache_get(struct hs_elf_cache *c, const char *path, 
     if (found < 0) {
         found = victim;
         if (c->slots[found].used)
-            hs_elf_close(&c->slots[found].elf);
+            close_slot(c, found);
         c->slots[found].used = true;
         c->slots[found].dev = dev;
         c->slots[found].inode = inode;
@@ -44,7 +75,7 @@ void hs_elf_cache_close(struct hs_elf_cache *c)
 {
     for (int i = 0; i < HS_ELF_CACHE_SLOTS; i++) {
         if (c->slots[i].used)
-            hs_elf_close(&c->slots[i].elf);
+            close_slot(c, i);
         c->slots[i].used = false;
     }
 }

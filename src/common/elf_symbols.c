@@ -6,6 +6,9 @@
  */
 #include "elf_symbols.h"
 
+#include "arena.h"
+#include "sort.h"
+
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -287,6 +290,139 @@ bool hs_elf_lookup(const struct hs_elf *elf, uintptr_t vaddr, char *name, size_t
     }
     if (offset)
         *offset = (uintptr_t)(vaddr - best.value);
+    return true;
+}
+
+/* ---- the address-sorted index ---- */
+
+struct hs_elf_sym_entry {
+    uint64_t value, size;
+    uint64_t name_off; /* into the string table's bytes in the image */
+    uint64_t name_max; /* bytes from the name to the end of its string table */
+    uint64_t file_order; /* index in the table: among equals the first wins, as in a scan */
+    int rank;
+};
+
+static int entry_cmp(const void *a, const void *b, void *ctx)
+{
+    (void)ctx;
+    const struct hs_elf_sym_entry *x = a, *y = b;
+    if (x->value != y->value)
+        return x->value < y->value ? -1 : 1;
+    return x->file_order < y->file_order ? -1 : x->file_order > y->file_order;
+}
+
+/* The entries of one table: what scan_symbols would consider. */
+static bool index_table(const struct hs_elf *elf, const struct shtab *t, uint32_t type,
+                        struct hs_arena *arena, struct hs_elf_index *ix, int which)
+{
+    Elf64_Shdr sh, str;
+    if (!first_symtab(elf, t, type, &sh, &str))
+        return true;
+    uint64_t count = sh.sh_size / sh.sh_entsize, n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint64_t i = 0; i < count; i++) {
+            Elf64_Sym sym;
+            memcpy(&sym, elf->data + sh.sh_offset + i * sh.sh_entsize, sizeof(sym));
+            unsigned char st_type = ELF64_ST_TYPE(sym.st_info);
+            if (st_type != STT_FUNC && st_type != STT_GNU_IFUNC && st_type != STT_NOTYPE)
+                continue;
+            if (sym.st_shndx == SHN_UNDEF || sym.st_size == 0)
+                continue;
+            if (sym.st_name >= str.sh_size || elf->data[str.sh_offset + sym.st_name] == '\0')
+                continue;
+            if (pass == 1) {
+                ix->syms[which][n] = (struct hs_elf_sym_entry){
+                    sym.st_value, sym.st_size, str.sh_offset + sym.st_name,
+                    str.sh_size - sym.st_name, i, binding_rank(sym.st_info)};
+                if (sym.st_size > ix->max_size[which])
+                    ix->max_size[which] = sym.st_size;
+            }
+            n++;
+        }
+        if (pass == 0) {
+            if (n == 0)
+                return true;
+            ix->syms[which] = hs_arena_alloc(arena, n * sizeof(struct hs_elf_sym_entry));
+            if (!ix->syms[which])
+                return false;
+            ix->count[which] = n;
+            n = 0;
+        }
+    }
+    hs_sort(ix->syms[which], ix->count[which], sizeof(struct hs_elf_sym_entry), entry_cmp, NULL);
+    return true;
+}
+
+bool hs_elf_index_build(const struct hs_elf *elf, struct hs_arena *arena, struct hs_elf_index *ix)
+{
+    memset(ix, 0, sizeof(*ix));
+    Elf64_Ehdr eh;
+    struct shtab t;
+    if (!read_ehdr(elf, &eh) || !read_shtab(elf, &eh, &t))
+        return true; /* no symbols: every lookup fails, as hs_elf_lookup's would */
+    if (index_table(elf, &t, SHT_SYMTAB, arena, ix, 0) &&
+        index_table(elf, &t, SHT_DYNSYM, arena, ix, 1))
+        return true;
+    hs_elf_index_free(ix, arena);
+    return false;
+}
+
+void hs_elf_index_free(struct hs_elf_index *ix, struct hs_arena *arena)
+{
+    for (int w = 0; w < 2; w++)
+        hs_arena_free(arena, ix->syms[w], ix->count[w] * sizeof(struct hs_elf_sym_entry));
+    memset(ix, 0, sizeof(*ix));
+}
+
+/* The best entry of one table for vaddr, as scan_symbols picks it: of the symbols containing
+ * it, the one starting highest, then the strongest binding, then the first in file order.
+ * Walking down from the highest start, a later entry replaces the best only when strictly
+ * better; entries of equal value are met in reverse file order, hence ">=" on rank there. */
+static const struct hs_elf_sym_entry *index_find(const struct hs_elf_index *ix, int w,
+                                                 uint64_t vaddr)
+{
+    const struct hs_elf_sym_entry *e = ix->syms[w];
+    size_t lo = 0, hi = ix->count[w];
+    while (lo < hi) { /* first entry with value > vaddr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (e[mid].value <= vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const struct hs_elf_sym_entry *best = NULL;
+    for (size_t i = lo; i-- > 0;) {
+        if (vaddr - e[i].value >= ix->max_size[w])
+            break; /* no symbol starting this low is big enough to reach vaddr */
+        if (vaddr - e[i].value >= e[i].size)
+            continue;
+        if (best && (e[i].value < best->value ||
+                     (e[i].value == best->value && e[i].rank < best->rank)))
+            continue;
+        best = &e[i];
+    }
+    return best;
+}
+
+bool hs_elf_index_lookup(const struct hs_elf *elf, const struct hs_elf_index *ix, uintptr_t vaddr,
+                         char *name, size_t name_cap, uintptr_t *offset)
+{
+    const struct hs_elf_sym_entry *best = index_find(ix, 0, vaddr);
+    if (!best)
+        best = index_find(ix, 1, vaddr);
+    if (!best)
+        return false;
+    const char *str = (const char *)elf->data + best->name_off;
+    if (name_cap > 0) {
+        size_t n = 0;
+        while (n + 1 < name_cap && n < best->name_max && str[n] != '\0')
+            n++;
+        memcpy(name, str, n);
+        name[n] = '\0';
+    }
+    if (offset)
+        *offset = (uintptr_t)(vaddr - best->value);
     return true;
 }
 

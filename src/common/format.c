@@ -2,6 +2,7 @@
 #include "format.h"
 
 #include <stdint.h>
+#include <string.h>
 
 struct out {
     char *buf;
@@ -28,8 +29,11 @@ static void put_padded(struct out *o, const char *s, size_t n, int width, int le
         while (fill-- > 0)
             put(o, pad);
     }
-    for (size_t i = 0; i < n; i++)
-        put(o, s[i]);
+    /* One copy, not a put() per character: reports print millions of paths and names. */
+    size_t room = o->cap - o->len;
+    size_t copy = n < room ? n : room;
+    memcpy(o->buf + o->len, s, copy);
+    o->len += copy;
     if (left)
         while (fill-- > 0)
             put(o, ' ');
@@ -55,7 +59,11 @@ size_t hs_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
 
     for (const char *f = fmt; *f; f++) {
         if (*f != '%') {
-            put(&o, *f);
+            size_t run = 1;
+            while (f[run] && f[run] != '%')
+                run++;
+            put_padded(&o, f, run, 0, 0, ' ');
+            f += run - 1;
             continue;
         }
         const char *spec = f++;
@@ -123,9 +131,7 @@ size_t hs_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
             const char *str = va_arg(ap, const char *);
             if (!str)
                 str = "(null)";
-            size_t n = 0;
-            while (str[n] && (precision < 0 || n < (size_t)precision))
-                n++;
+            size_t n = precision < 0 ? strlen(str) : strnlen(str, (size_t)precision);
             put_padded(&o, str, n, width, left, ' ');
             break;
         }

@@ -25,7 +25,19 @@ static struct {
     _Atomic uint64_t owner;
     int depth;
     int report_fd;
+    int report_pid; /* getpid() when the report began: one system call per report, not line */
+    /* A report's lines are gathered here and written together (at hs_log_end, or when full):
+     * a leak report of 10^5 blocks is millions of lines, and one write(2) each took most of
+     * its time. */
+    size_t report_len;
+    char report_buf[32768];
 } g_log = {.tag = "heapscope", .program = "unknown", .report_fd = -1};
+
+/* Set while this thread owns the report lock (saves the two system calls of self_id() per
+ * line), and while it appends to report_buf (a signal handler that logs then writes its
+ * line directly instead of appending into a half-written one). */
+static __thread int t_owns_report __attribute__((tls_model("initial-exec")));
+static __thread int t_appending __attribute__((tls_model("initial-exec")));
 
 static void set_program_name(const char *name)
 {
@@ -128,14 +140,21 @@ static void write_all(int fd, const char *s, size_t n)
     errno = saved;
 }
 
+static void flush_report(void)
+{
+    int fd = g_log.report_fd;
+    write_all(fd >= 0 ? fd : STDERR_FILENO, g_log.report_buf, g_log.report_len);
+    g_log.report_len = 0;
+}
+
 void hs_log_begin(void)
 {
-    uint64_t me = self_id();
-    uint64_t owner = atomic_load_explicit(&g_log.owner, memory_order_acquire);
-    if (owner == me) {
+    if (t_owns_report) {
         g_log.depth++;
         return;
     }
+    uint64_t me = self_id();
+    uint64_t owner;
     for (;;) {
         owner = atomic_load_explicit(&g_log.owner, memory_order_relaxed);
         /* A lock held by a thread of the parent process before fork is stale here. */
@@ -150,14 +169,19 @@ void hs_log_begin(void)
     }
     g_log.depth = 1;
     g_log.report_fd = open_log_file();
+    g_log.report_pid = (int)(me >> 32);
+    g_log.report_len = 0;
+    t_owns_report = 1;
 }
 
 void hs_log_end(void)
 {
-    if (atomic_load_explicit(&g_log.owner, memory_order_relaxed) != self_id())
+    if (!t_owns_report)
         return;
     if (--g_log.depth > 0)
         return;
+    flush_report();
+    t_owns_report = 0;
     if (g_log.report_fd >= 0)
         close(g_log.report_fd);
     g_log.report_fd = -1;
@@ -171,8 +195,10 @@ void hs_vlog(const char *fmt, va_list ap)
 
 void hs_vlog_tag(const char *tag, const char *fmt, va_list ap)
 {
+    int in_report = t_owns_report;
     char line[HS_LOG_LINE_MAX];
-    size_t n = hs_format(line, sizeof(line), "%s[%d] %s: ", g_log.program, (int)getpid(), tag);
+    int pid = in_report ? g_log.report_pid : (int)getpid();
+    size_t n = hs_format(line, sizeof(line), "%s[%d] %s: ", g_log.program, pid, tag);
     n += hs_vformat(line + n, sizeof(line) - n - 1, fmt, ap);
     line[n++] = '\n';
     line[n] = '\0';
@@ -181,7 +207,17 @@ void hs_vlog_tag(const char *tag, const char *fmt, va_list ap)
         g_log.sink(line, n, g_log.sink_ctx);
         return;
     }
-    int in_report = atomic_load_explicit(&g_log.owner, memory_order_relaxed) == self_id();
+    if (in_report && !t_appending) {
+        t_appending = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if (g_log.report_len + n > sizeof(g_log.report_buf))
+            flush_report();
+        memcpy(g_log.report_buf + g_log.report_len, line, n);
+        g_log.report_len += n;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t_appending = 0;
+        return;
+    }
     int fd = in_report ? g_log.report_fd : open_log_file();
     write_all(fd >= 0 ? fd : STDERR_FILENO, line, n);
     if (!in_report && fd >= 0)

@@ -44,6 +44,8 @@
 #define HS_MD_MAX_EXPAND_BYTES 16384
 #define HS_MD_DEFAULT_FREE_TRACK_ALLOCATIONS 100
 #define HS_MD_MAX_FREE_TRACK_ALLOCATIONS 16384
+/* heapscope's own: leak_track=N lists N blocks one by one (Android lists every one). */
+#define HS_MD_DEFAULT_LEAK_TRACK_LIST_MAX 1000
 #define HS_MD_DEFAULT_RECORD_ALLOCS 8000000
 #define HS_MD_MAX_RECORD_ALLOCS 50000000
 
@@ -182,7 +184,8 @@ static const struct hs_md_option hs_md_options[] = {
                      hs_md_set_free_track),
     HS_MD_NUMBER("free_track_backtrace_num_frames", NULL, OPT, 0, HS_MD_DEFAULT_BACKTRACE_FRAMES, 0,
                  HS_MD_MAX_BACKTRACE_FRAMES, free_track_backtrace_num_frames),
-    HS_MD_FLAG("leak_track", NULL, HS_OPT_LEAK_TRACK),
+    HS_MD_NUMBER("leak_track", NULL, OPT, HS_OPT_LEAK_TRACK, HS_MD_DEFAULT_LEAK_TRACK_LIST_MAX, 1,
+                 SIZE_MAX, leak_track_list_max),
 
     HS_MD_NUMBER("record_allocs", NULL, OPT, HS_OPT_RECORD_ALLOCS, HS_MD_DEFAULT_RECORD_ALLOCS, 1,
                  HS_MD_MAX_RECORD_ALLOCS, record_allocs_num_entries),
@@ -405,6 +408,7 @@ static void hs_md_config_reset(struct hs_md_config *cfg)
     cfg->backtrace_min_size = 0;
     cfg->backtrace_max_size = SIZE_MAX;
     cfg->free_track_backtrace_num_frames = HS_MD_DEFAULT_BACKTRACE_FRAMES;
+    cfg->leak_track_list_max = HS_MD_DEFAULT_LEAK_TRACK_LIST_MAX;
     memcpy(cfg->backtrace_dump_prefix, HS_MD_DEFAULT_BACKTRACE_DUMP_PREFIX,
            sizeof(HS_MD_DEFAULT_BACKTRACE_DUMP_PREFIX));
     memcpy(cfg->record_allocs_file, HS_MD_DEFAULT_RECORD_ALLOCS_FILE,

@@ -66,6 +66,8 @@ struct hs_md_config {
     size_t free_track_allocations;
     size_t free_track_backtrace_num_frames;
 
+    size_t leak_track_list_max; /* leaks listed one by one at exit (leak_track=N) */
+
     size_t record_allocs_num_entries;
     char record_allocs_file[PATH_MAX];
 

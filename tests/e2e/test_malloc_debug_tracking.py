@@ -97,6 +97,61 @@ class Tracking(Case):
         i = self.assert_frames(log, i + 2, "make", "leaks")
         self.assertEqual(i, len(log))
 
+    def test_leaks_grouped_by_stack_then_listed_up_to_the_bound(self):
+        r = run([TRACK, "many_leaks"], "backtrace leak_track=2")
+        self.assertEqual(r.returncode, 0)
+        log = r.log
+        addr = [l.split(" at ")[1].split(" ")[0] for l in log if "leaked block of size 49" in l]
+        self.assertEqual(len(addr), 1, log)
+        self.assertEqual(log_without_frames(log), [
+            "+++ md_track leaked 401 blocks (15050 bytes) from 3 allocation stacks, "
+            "most bytes first:",
+            "+++ 300 blocks of size 32 (9600 bytes), stack 1 of 3:",
+            "Backtrace at time of allocation:",
+            "+++ 100 blocks of sizes 40 to 49 (4450 bytes), stack 2 of 3:",
+            "Backtrace at time of allocation:",
+            "+++ 1 more stack (1 block, 1000 bytes) not listed",
+            "+++ md_track: the first 2 of the 401 leaked blocks one by one, largest first "
+            "(leak_track=N lists N):",
+            "+++ md_track leaked block of size 1000 at %s (leak 1 of 401)" % r.values["big"],
+            "Backtrace at time of allocation:",
+            "+++ md_track leaked block of size 49 at %s (leak 2 of 401)" % addr[0],
+            "Backtrace at time of allocation:",
+            "+++ md_track: 399 more leaked blocks not listed",
+        ])
+        self.assertEqual(frames_of(log, 3)[0][0][0], "make_small")
+        self.assertEqual(frames_of(log, 3)[0][1][0], "many_leaks")
+        i = log.index("+++ 100 blocks of sizes 40 to 49 (4450 bytes), stack 2 of 3:")
+        self.assertEqual(frames_of(log, i + 2)[0][0][0], "make_mixed")
+        blocks = [l for l in log if "leaked block of size" in l]
+        self.assertEqual([l.split(" at ")[0] for l in blocks],
+                         ["+++ md_track leaked block of size %d" % n for n in (1000, 49)])
+        i = log.index(blocks[1])
+        self.assertEqual(frames_of(log, i + 2)[0][0][0], "make_mixed")
+
+    def test_leaks_summary_lists_every_stack_without_a_bound(self):
+        r = run([TRACK, "many_leaks"], "backtrace leak_track")
+        heads = [l for l in log_without_frames(r.log) if l != "Backtrace at time of allocation:"]
+        self.assertEqual(heads[:5], [
+            "+++ md_track leaked 401 blocks (15050 bytes) from 3 allocation stacks, "
+            "most bytes first:",
+            "+++ 300 blocks of size 32 (9600 bytes), stack 1 of 3:",
+            "+++ 100 blocks of sizes 40 to 49 (4450 bytes), stack 2 of 3:",
+            "+++ 1 block of size 1000 (1000 bytes), stack 3 of 3:",
+            "+++ md_track: the 401 leaked blocks one by one, largest first:",
+        ])
+        self.assertEqual(len(heads), 5 + 401)
+        self.assertEqual(heads[-1], "+++ md_track leaked block of size 32 at %s (leak 401 of 401)"
+                         % heads[-1].split(" at ")[1].split(" ")[0])
+
+    def test_leaks_without_backtraces_have_no_summary(self):
+        r = run([TRACK, "many_leaks"], "leak_track=2")
+        self.assertEqual([l.split(" at ")[0] for l in r.log], [
+            "+++ md_track leaked block of size 1000",
+            "+++ md_track leaked block of size 49",
+            "+++ md_track: 399 more leaked blocks not listed",
+        ])
+
     def test_leaks_of_a_stripped_program_named_from_its_debug_file(self):
         stripped = os.environ["HS_MD_TRACK_STRIPPED"]
         r = run([stripped, "leaks"], "backtrace leak_track")

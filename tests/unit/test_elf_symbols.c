@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "arena.h"
 #include "elf_symbols.h"
 #include "proc_maps.h"
 
@@ -228,6 +229,8 @@ static int check_bias_cb(const struct hs_map *m, void *arg)
     return 0;
 }
 
+static void check_index_agrees(const struct hs_elf *elf, uintptr_t lo, uintptr_t hi, size_t step);
+
 static void test_libc(void)
 {
     check_context("libc");
@@ -248,6 +251,9 @@ static void test_libc(void)
     CHECK(bc.checked >= 3);
     CHECK_EQ(bc.wrong, 0);
 
+    /* The sorted index names every address of libc's text as the scan does. */
+    uintptr_t mid = (uintptr_t)&getpid - bias;
+    check_index_agrees(&elf, mid - 0x40000, mid + 0x40000, 13);
     hs_elf_close(&elf);
 
     /* Functions of libc (or of whatever interposes them, e.g. a sanitizer runtime). */
@@ -417,6 +423,8 @@ static void put16(unsigned char *img, size_t off, uint16_t v)
 }
 
 /* Looks vaddr up in the image; returns the name or "" (static buffer). */
+static struct hs_arena g_index_arena = HS_ARENA_INIT;
+
 static const char *look(const unsigned char *img, size_t size, uintptr_t vaddr, uintptr_t *off)
 {
     static char name[64];
@@ -429,7 +437,41 @@ static const char *look(const unsigned char *img, size_t size, uintptr_t vaddr, 
         name[0] = '\0';
     if (off)
         *off = o;
+    /* The sorted index must answer exactly the same. */
+    struct hs_elf_index ix;
+    CHECK(hs_elf_index_build(&elf, &g_index_arena, &ix));
+    char name2[64] = "";
+    uintptr_t o2 = 0;
+    bool found2 = hs_elf_index_lookup(&elf, &ix, vaddr, name2, sizeof(name2), &o2);
+    CHECK_STREQ(name2, name);
+    CHECK_EQ(found2, name[0] != '\0');
+    if (found2)
+        CHECK_EQ(o2, o);
+    hs_elf_index_free(&ix, &g_index_arena);
     return name;
+}
+
+/* Index and scan agree on every address of [lo, hi) at the given step (a real file). */
+static void check_index_agrees(const struct hs_elf *elf, uintptr_t lo, uintptr_t hi, size_t step)
+{
+    struct hs_elf_index ix;
+    CHECK(hs_elf_index_build(elf, &g_index_arena, &ix));
+    size_t named = 0, mismatches = 0;
+    for (uintptr_t a = lo; a < hi; a += step) {
+        char n1[256] = "", n2[256] = "";
+        uintptr_t o1 = 0, o2 = 0;
+        bool f1 = hs_elf_lookup(elf, a, n1, sizeof(n1), &o1);
+        bool f2 = hs_elf_index_lookup(elf, &ix, a, n2, sizeof(n2), &o2);
+        named += f1;
+        if (f1 != f2 || strcmp(n1, n2) != 0 || o1 != o2) {
+            if (mismatches++ < 5)
+                fprintf(stderr, "index differs at %#lx: scan %s+%lu, index %s+%lu\n",
+                        (unsigned long)a, n1, (unsigned long)o1, n2, (unsigned long)o2);
+        }
+    }
+    CHECK_EQ(mismatches, 0);
+    CHECK(named > 100);
+    hs_elf_index_free(&ix, &g_index_arena);
 }
 
 static const struct sym_spec k_syms[] = {

@@ -150,6 +150,7 @@ static void check_defaults(const struct hs_md_config *cfg)
     CHECK_EQ(cfg->expand_alloc_bytes, 0);
     CHECK_EQ(cfg->free_track_allocations, 0);
     CHECK_EQ(cfg->free_track_backtrace_num_frames, 16);
+    CHECK_EQ(cfg->leak_track_list_max, 1000);
     CHECK_EQ(cfg->record_allocs_num_entries, 0);
     CHECK_STREQ(cfg->record_allocs_file, HS_MD_DEFAULT_RECORD_ALLOCS_FILE);
     CHECK_EQ(cfg->front_guard_value, 0xaa);
@@ -200,7 +201,6 @@ static const struct flag_case flag_cases[] = {
     {"bt_dmp_on_ex", HS_OPT_BACKTRACE_DUMP_ON_EXIT},
     {"backtrace_full", HS_OPT_BACKTRACE_FULL},
     {"bt_full", HS_OPT_BACKTRACE_FULL},
-    {"leak_track", HS_OPT_LEAK_TRACK},
     {"record_allocs_on_exit", HS_OPT_RECORD_ALLOCS_ON_EXIT},
     {"verify_pointers", HS_OPT_VERIFY_POINTERS},
     {"abort_on_error", HS_OPT_ABORT_ON_ERROR},
@@ -255,6 +255,7 @@ GETTER(backtrace_max_size)
 GETTER(fill_on_alloc_bytes)
 GETTER(fill_on_free_bytes)
 GETTER(expand_alloc_bytes)
+GETTER(leak_track_list_max)
 GETTER(free_track_allocations)
 GETTER(free_track_backtrace_num_frames)
 GETTER(record_allocs_num_entries)
@@ -302,6 +303,8 @@ static const struct num_case num_cases[] = {
      get_free_track_backtrace_num_frames, false, NULL, false},
     {"record_allocs", NULL, HS_OPT_RECORD_ALLOCS, false, 8000000, 1, 50000000,
      get_record_allocs_num_entries, false, NULL, false},
+    {"leak_track", NULL, HS_OPT_LEAK_TRACK, false, 1000, 1, SIZE_MAX, get_leak_track_list_max,
+     false, NULL, false},
 };
 
 /* Parses "<name>=<value>" (value NULL: just "<name>") and checks the stored value. */

@@ -7,6 +7,8 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "maps_snapshot.h"
+#include <sys/mman.h>
 #include "proc_maps.h"
 
 #include <errno.h>
@@ -390,6 +392,57 @@ static void test_real(void)
     CHECK(!hs_maps_find(0x7ffffff0, (uintptr_t)&local, &m));
 }
 
+/* A snapshot answers as hs_maps_find does: for the first, last and a middle byte of every
+ * mapping of a file, one byte before the first and after the last, and after a re-read. */
+static int snapshot_cb(const struct hs_map *m, void *arg)
+{
+    const struct hs_maps_snapshot *s = arg;
+    static struct hs_map got;
+    /* Anonymous mappings move under a live process (the arena's own chunks merge with their
+     * neighbours, the stack grows); the files' mappings stay put. */
+    if (m->inode == 0)
+        return 0;
+    uintptr_t probes[] = {m->start, m->end - 1, m->start + (m->end - m->start) / 2};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(hs_maps_snapshot_find(s, probes[i], &got));
+        CHECK_EQ(got.start, m->start);
+        CHECK_EQ(got.end, m->end);
+        CHECK_EQ(got.offset, m->offset);
+        CHECK_EQ(got.load_base, m->load_base);
+        CHECK_EQ(got.inode, m->inode);
+        CHECK_EQ(got.perms, m->perms);
+        CHECK_EQ(got.deleted, m->deleted);
+        CHECK_STREQ(got.path, m->path);
+    }
+    return 0;
+}
+
+static void test_snapshot(void)
+{
+    static struct hs_arena arena = HS_ARENA_INIT;
+    struct hs_maps_snapshot s;
+    hs_maps_snapshot_init(&s, &arena);
+    static struct hs_map m;
+    CHECK(!hs_maps_snapshot_find(&s, (uintptr_t)&test_snapshot, &m)); /* empty */
+    for (int round = 0; round < 2; round++) {
+        CHECK(hs_maps_snapshot_read(&s, 0));
+        CHECK(s.count > 5);
+        /* Mappings made after the snapshot are not in it; the rest must agree. */
+        void *late = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(late != MAP_FAILED);
+        CHECK(hs_maps_find(0, (uintptr_t)&test_snapshot, &m));
+        CHECK(hs_maps_snapshot_find(&s, (uintptr_t)&test_snapshot, &m));
+        CHECK(m.path[0] == '/');
+        CHECK(!hs_maps_snapshot_find(&s, 0, &m));
+        CHECK(!hs_maps_snapshot_find(&s, UINTPTR_MAX, &m));
+        munmap(late, 4096);
+        hs_maps_foreach(0, snapshot_cb, &s);
+    }
+    hs_maps_snapshot_free(&s);
+    CHECK_EQ(s.count, 0);
+    CHECK(!hs_maps_snapshot_find(&s, (uintptr_t)&test_snapshot, &m));
+}
+
 int main(void)
 {
     make_text();
@@ -397,6 +450,7 @@ int main(void)
     test_last_line_and_stop();
     test_fd();
     test_real();
+    test_snapshot();
     free(g_text);
     return check_report();
 }

@@ -83,6 +83,28 @@ static int leaks(void)
     return 0;
 }
 
+/* Leaks from two call paths: 300 blocks of 32 bytes from make_small, 100 of 40 to 49 bytes
+ * from make_mixed, and one of 1000 bytes from make. */
+static __attribute__((noinline)) void *make_small(void)
+{
+    return malloc(32);
+}
+
+static __attribute__((noinline)) void *make_mixed(size_t i)
+{
+    return malloc(40 + i % 10);
+}
+
+static int many_leaks(void)
+{
+    for (size_t i = 0; i < 300; i++)
+        sink = make_small();
+    for (size_t i = 0; i < 100; i++)
+        sink = make_mixed(i);
+    announce("big", make(1000));
+    return 0;
+}
+
 static int stray(void)
 {
     int x;
@@ -212,6 +234,8 @@ int main(int argc, char **argv)
         return realloc_after_free();
     if (!strcmp(s, "leaks"))
         return leaks();
+    if (!strcmp(s, "many_leaks"))
+        return many_leaks();
     if (!strcmp(s, "stray"))
         return stray();
     if (!strcmp(s, "tag_after_free"))
