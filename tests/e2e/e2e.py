@@ -3,6 +3,7 @@
 Log lines look like "<program>[<pid>] malloc_debug: <body>"; reports are compared on their
 bodies, with the program name and pid checked separately.
 """
+import glob
 import os
 import re
 import subprocess
@@ -124,3 +125,38 @@ class Case(unittest.TestCase):
         split_backtrace(self, frames, function)
         self.assertEqual(log[i], DIVIDER)
         return i + 1
+
+
+SIZES_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs",
+                            "report_sizes.c")
+
+
+def build_sizes(directory):
+    """Compiles programs/report_sizes.c as `cc -g -O0` from a copy under directory/src, named
+    by its absolute path as build systems do (so the debug info names that directory);
+    returns the binary's path."""
+    src = os.path.join(directory, "src")
+    os.makedirs(src, exist_ok=True)
+    with open(SIZES_SOURCE) as f, open(os.path.join(src, "report_sizes.c"), "w") as out:
+        out.write(f.read())
+    binary = os.path.join(directory, "report_sizes")
+    subprocess.run(["cc", "-g", "-O0", "-o", binary, os.path.join(src, "report_sizes.c")],
+                   cwd=directory, check=True, capture_output=True, timeout=120)
+    return binary
+
+
+def sizes_dump(binary, grow, shrink, gone, prefix):
+    """Runs report_sizes under the shim with a heap dump at exit (prefix: a path of its own);
+    returns the dump's path."""
+    env = clean_env()
+    env["LD_PRELOAD"] = SHIM
+    env["LIBC_DEBUG_MALLOC_OPTIONS"] = ("backtrace backtrace_dump_on_exit "
+                                        "backtrace_dump_prefix=" + prefix)
+    proc = subprocess.run([binary, str(grow), str(shrink), str(gone)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise AssertionError("report_sizes failed (%d): %s" % (proc.returncode, proc.stderr))
+    dumps = glob.glob(glob.escape(prefix) + ".*.exit.txt")
+    if len(dumps) != 1:
+        raise AssertionError("expected one dump at %s: %s" % (prefix, dumps))
+    return dumps[0]
