@@ -16,7 +16,8 @@ struct hs_rep_output_options {
 /* Text: totals, top call stacks, top functions by self and by total value. */
 int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o);
 
-/* Folded stacks for flamegraph.pl: "root;...;leaf value" (a diff writes the delta). */
+/* Folded stacks for flamegraph.pl: "root;...;leaf value"; a diff writes two columns,
+ * "root;...;leaf before after" (difffolded.pl's format, which flamegraph.pl draws). */
 int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o);
 
 /* The interactive HTML flame graph. */

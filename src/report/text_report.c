@@ -243,8 +243,8 @@ int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep
     size_t cap = 0;
     for (size_t i = 0; i < p->num_stacks; i++) {
         const struct hs_rep_stack *st = &p->stacks[i];
-        int64_t v = value_of(p, st->values, st->base, o->value);
-        if (v == 0)
+        int64_t v = st->values[o->value], before = st->base[o->value];
+        if (v == 0 && (!p->diff || before == 0))
             continue;
         size_t n = stack_labels(p, st, &labels, &cap);
         for (size_t k = 0; k < n; k++) {
@@ -255,6 +255,11 @@ int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep
         }
         if (n == 0)
             fputs("[no backtrace] ", out);
+        /* A diff is two columns, before and after, as difffolded.pl writes them: what
+         * flamegraph.pl draws (widths after, colours by the change); a signed delta would be
+         * a line it drops. */
+        if (p->diff)
+            fprintf(out, "%" PRId64 " ", before);
         fprintf(out, "%" PRId64 "\n", v);
     }
     free(labels);
