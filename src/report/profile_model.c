@@ -146,12 +146,12 @@ void hs_rep_profile_free(struct hs_rep_profile *p)
 }
 
 /* Appends a mapping to p; returns its index. */
-static size_t add_mapping(struct hs_rep_profile *p, uint64_t start, uint64_t limit,
-                          uint64_t offset, const char *path, const char *build_id)
+static size_t add_mapping(struct hs_rep_profile *p, uint64_t start, uint64_t limit, uint64_t offset,
+                          const char *path, const char *build_id)
 {
     p->mappings = grow(p->mappings, &p->cap_mappings, p->num_mappings + 1, sizeof(*p->mappings));
-    p->mappings[p->num_mappings] = (struct hs_rep_mapping){
-        start, limit, offset, intern(p, path), intern(p, build_id ? build_id : "")};
+    p->mappings[p->num_mappings] = (struct hs_rep_mapping){start, limit, offset, intern(p, path),
+                                                           intern(p, build_id ? build_id : "")};
     return p->num_mappings++;
 }
 
@@ -214,17 +214,26 @@ static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, 
     return p->num_locations++;
 }
 
-/* The stack with these locations (keyed by their names), created when new. */
+/* A source file as the report shows it: its name without the directory. */
+static const char *file_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* The stack with these locations (keyed by what the report shows of them), created when new. */
 static struct hs_rep_stack *stack_for(struct hs_rep_profile *p, const size_t *locs, size_t depth)
 {
-    /* Key: every frame's function and file, so runs at other addresses match. */
+    /* Key: every frame's function, source file name and line, what a person reads: runs at
+     * other addresses, and builds whose sources sat in other directories, match. */
     size_t cap = 256, len = 0;
     char *key = malloc(cap);
     for (size_t i = 0; key && i < depth; i++) {
         const struct hs_rep_location *l = &p->locations[locs[i]];
         for (size_t f = 0; f < l->num_frames; f++) {
             const struct hs_rep_frame *fr = &p->frames[l->first_frame + f];
-            size_t need = strlen(fr->function) + strlen(fr->file) + 4;
+            const char *file = file_name(fr->file);
+            size_t need = strlen(fr->function) + strlen(file) + 16;
             if (len + need >= cap) {
                 while (len + need >= cap)
                     cap *= 2;
@@ -236,7 +245,7 @@ static struct hs_rep_stack *stack_for(struct hs_rep_profile *p, const size_t *lo
                 }
                 key = k;
             }
-            len += (size_t)sprintf(key + len, "%s\x01%s\x02", fr->function, fr->file);
+            len += (size_t)sprintf(key + len, "%s\x01%s\x01%u\x02", fr->function, file, fr->line);
         }
     }
     if (!key)
@@ -346,8 +355,8 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
     if (hs_maps_parser_feed(&parser, d->maps, d->maps_len, add_dump_mapping, p) == 0)
         hs_maps_parser_finish(&parser, add_dump_mapping, p);
     if (p->num_mappings > first_mapping)
-        qsort(p->mappings + first_mapping, p->num_mappings - first_mapping,
-              sizeof(*p->mappings), by_start);
+        qsort(p->mappings + first_mapping, p->num_mappings - first_mapping, sizeof(*p->mappings),
+              by_start);
     /* A heap dump holds every allocation: nothing was sampled. */
     merge_period(p, "space", "bytes", 1);
 
@@ -373,9 +382,8 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
             bool found;
             size_t *slot = pcmap_slot(&pcs, rec->frames[f], &found);
             if (!found) {
-                *slot = add_location(
-                    p, sym, rec->frames[f],
-                    mapping_of(p, first_mapping, p->num_mappings, rec->frames[f]));
+                *slot = add_location(p, sym, rec->frames[f],
+                                     mapping_of(p, first_mapping, p->num_mappings, rec->frames[f]));
                 if (tty && (++done % 1000 == 0 || done == distinct))
                     fprintf(stderr, "\rheapscope report: symbolizing %zu/%zu addresses", done,
                             distinct);
@@ -518,8 +526,8 @@ int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
         abort();
     bool warned = false;
     for (size_t i = 0; i < n; i++)
-        loc_index[i] = add_pprof_location(p, pp, hs_pprof_location_at(pp, i), first_mapping, sym,
-                                          &warned);
+        loc_index[i] =
+            add_pprof_location(p, pp, hs_pprof_location_at(pp, i), first_mapping, sym, &warned);
 
     size_t *locs = NULL, locs_cap = 0;
     for (size_t s = 0; s < hs_pprof_num_samples(pp); s++) {
@@ -600,9 +608,8 @@ void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base)
 const char *hs_rep_frame_label(struct hs_rep_profile *p, const struct hs_rep_frame *f)
 {
     char buf[4096];
-    const char *base = strrchr(f->file, '/');
     if (f->file[0] && f->line)
-        snprintf(buf, sizeof(buf), "%s (%s:%u)", f->function, base ? base + 1 : f->file, f->line);
+        snprintf(buf, sizeof(buf), "%s (%s:%u)", f->function, file_name(f->file), f->line);
     else
         snprintf(buf, sizeof(buf), "%s", f->function);
     const char *key;

@@ -3,8 +3,10 @@
  * A profile is a set of stacks (locations, innermost first) with four values each (in-use
  * bytes and count, allocated bytes and count) and, after a diff, the base profile's values.
  * Every distinct pc is a location, symbolized once into its chain of frames (inlined
- * functions first, the real function last). Stacks are keyed by their symbolized names, not
- * their addresses, so that two runs of a program (different load addresses) can be compared.
+ * functions first, the real function last). Stacks are keyed by what a person reads in the
+ * report, not by addresses: each frame's function, source file name (without its directory)
+ * and line. So two runs of a program (other load addresses) and two builds of it from other
+ * directories (other source paths) compare.
  */
 #ifndef HEAPSCOPE_REPORT_PROFILE_MODEL_H
 #define HEAPSCOPE_REPORT_PROFILE_MODEL_H

@@ -40,12 +40,17 @@ class ReportOurDumps(Case):
         lines = out.splitlines()
         self.assertTrue(lines[0].startswith("heapscope report: "))
         self.assertIn("Android Native Heap Dump v1.2, build 'Linux", lines[1])
-        # md_track leaks: 333 + 20 bytes from make() <- leaks() <- main(); stdout unbuffered.
-        self.assertEqual(lines[2], "  In use: 353 bytes in 2 allocations, 1 call stacks")
-        self.assertIn("  #1  353 bytes (100.0%) in 2 allocations", out)
+        # md_track leaks: 333 + 20 bytes from make() <- leaks() <- main(), called from two
+        # lines of leaks(): two stacks (stdout unbuffered).
+        self.assertEqual(lines[2], "  In use: 353 bytes in 2 allocations, 2 call stacks")
+        self.assertIn("  #1  333 bytes (94.3%) in 1 allocations", out)
+        self.assertIn("  #2  20 bytes (5.7%) in 1 allocations", out)
         self.assertRegex(out, r"\n        make \(md_track\.c:\d+\)  \[md_track\]\n"
                               r"        leaks \(md_track\.c:\d+\)  \[md_track\]\n"
                               r"        main \(md_track\.c:\d+\)  \[md_track\]\n")
+        leaks_lines = re.findall(r"leaks \(md_track\.c:(\d+)\)  \[md_track\]", out)
+        self.assertEqual(len(leaks_lines), 2)
+        self.assertEqual(int(leaks_lines[1]), int(leaks_lines[0]) + 1)
         self.assertRegex(out, r"Top 1 functions by self in-use bytes .*\n.*\n"
                               r" +353 +100\.0% +2  make \(md_track\.c:\d+\)\n")
 
@@ -53,9 +58,11 @@ class ReportOurDumps(Case):
         with tempfile.TemporaryDirectory() as d:
             dump = make_dump(d)
             out = report("-f", "folded", dump).stdout.splitlines()
-        self.assertEqual(len(out), 1)
+        self.assertEqual(len(out), 2)
         self.assertRegex(out[0], r"main \(md_track\.c:\d+\);leaks \(md_track\.c:\d+\);"
-                                 r"make \(md_track\.c:\d+\) 353$")
+                                 r"make \(md_track\.c:\d+\) 333$")
+        self.assertRegex(out[1], r"main \(md_track\.c:\d+\);leaks \(md_track\.c:\d+\);"
+                                 r"make \(md_track\.c:\d+\) 20$")
         out2 = report("-f", "folded", "--value", "inuse_objects",
                       os.path.join(DUMPS, "android_v1.1.txt")).stdout
         # Frames are innermost first in a dump; folded stacks are root first.
@@ -212,6 +219,23 @@ class ReportDiffs(Case):
         self.assertEqual(ignored, 0, counts)
         self.assertEqual(self.by_function(stacks), {"grow": (1, 1), "shrink": (1, 1),
                                                     "gone": (1, 0)})
+
+    def test_rebuilt_elsewhere_matches_every_frame(self):
+        """The same source built in another directory: other source paths in the debug info,
+        another build id, other addresses; every frame matches the first build's."""
+        other = build_sizes(os.path.join(self.tmp, "elsewhere"))
+        after = sizes_dump(other, 3000, 2000, 0, os.path.join(self.tmp, "elsewhere", "heap"))
+        folded = report("-f", "folded", "--diff", self.before, after).stdout
+        stacks, ignored = flamegraph_pl_read(folded)
+        self.assertEqual(ignored, 0, folded)
+        self.assertEqual(self.by_function(stacks), {"grow": (1000, 3000),
+                                                    "shrink": (5000, 2000),
+                                                    "gone": (700, 0)}, folded)
+        text = report("--diff", self.before, after).stdout
+        self.assertIn("  In use: 5,000 bytes in 2 allocations, 3 call stacks", text)
+        self.assertIn("Change against the base: -1,700 bytes, -1 allocations", text)
+        self.assertRegex(text, r"#\d  \+2,000 bytes .*\n +hold \(report_sizes\.c:\d+\)  "
+                               r"\[report_sizes\]\n +grow \(")
 
 
 class DamagedInput(Case):
