@@ -288,7 +288,13 @@ int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
     snprintf(subtitle, sizeof(subtitle), "%s%s%s bytes in use in %s allocations%s",
              o->header ? o->header : "", o->header && o->header[0] ? " - " : "", bytes, count,
              p->diff ? " (colours: change against the base)" : "");
-    struct hs_fg_input in = {o->title, subtitle, stacks, p->num_stacks, p->has_alloc, p->diff};
+    struct hs_fg_input in = {.title = o->title,
+                             .subtitle = subtitle,
+                             .stacks = stacks,
+                             .num_stacks = p->num_stacks,
+                             .has_alloc = p->has_alloc,
+                             .diff = p->diff,
+                             .value = o->value};
     int rc = hs_flamegraph_write_html(out, &in);
     for (size_t i = 0; i < p->num_stacks; i++)
         free(frames[i]);

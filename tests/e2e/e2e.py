@@ -6,7 +6,9 @@ bodies, with the program name and pid checked separately.
 import glob
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import unittest
 
 BUILD = os.environ["HS_BUILD_DIR"]
@@ -160,3 +162,36 @@ def sizes_dump(binary, grow, shrink, gone, prefix):
     if len(dumps) != 1:
         raise AssertionError("expected one dump at %s: %s" % (prefix, dumps))
     return dumps[0]
+
+
+def chromium_dom(path, fragment=""):
+    """The DOM of the page at path once its scripts ran, from headless Chromium (Debian's
+    chromium package, which `make deps` installs)."""
+    chromium = "/usr/bin/chromium"
+    if not os.access(chromium, os.X_OK):
+        raise AssertionError("%s is missing: this test needs Debian's chromium package "
+                             "(make deps installs it; or apt-get install chromium)" % chromium)
+    profile = tempfile.mkdtemp(prefix="hs-chromium-")
+    try:
+        url = "file://" + path + ("#" + fragment if fragment else "")
+        r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                            "--no-first-run", "--disable-background-networking",
+                            "--disable-component-update", "--disable-sync",
+                            "--disable-dev-shm-usage", "--user-data-dir=" + profile,
+                            "--virtual-time-budget=5000", "--dump-dom", url],
+                           capture_output=True, timeout=60)
+        if r.returncode != 0:
+            raise AssertionError("chromium failed (%d): %s" % (r.returncode, r.stderr[-2000:]))
+        return r.stdout.decode("utf-8")
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def checked_radios(dom):
+    """{radio group: value} of the checked radio buttons of a page's DOM."""
+    out = {}
+    for tag in re.findall(r"<input [^>]*>", dom):
+        if 'type="radio"' in tag and re.search(r"\bchecked\b", tag):
+            group = re.search(r'name="([^"]*)"', tag).group(1)
+            out[group] = re.search(r'value="([^"]*)"', tag).group(1)
+    return out

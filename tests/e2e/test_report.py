@@ -1,5 +1,6 @@
 """End-to-end: `heapscope report` on dumps from our shim and on Android dumps written by hand."""
 import gzip
+import json
 import os
 import re
 import shutil
@@ -7,7 +8,7 @@ import subprocess
 import tempfile
 import unittest
 
-from e2e import CLI, SHIM, Case, build_sizes, sizes_dump
+from e2e import CLI, SHIM, Case, build_sizes, checked_radios, chromium_dom, sizes_dump
 
 TRACK = os.environ["HS_MD_TRACK"]
 DUMPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dumps")
@@ -111,6 +112,39 @@ class ReportOurDumps(Case):
         self.assertTrue(html.lstrip().lower().startswith("<!doctype html"))
         self.assertIn("make (md_track.c:", html)
         self.assertNotIn("http://", html.replace("http://www.w3.org", ""))
+
+
+def html_page_data(html):
+    """The JSON data embedded in a flame graph page."""
+    m = re.search(r'<script type="application/json" id="hs-data">(.*?)</script>', html, re.S)
+    return json.loads(m.group(1))
+
+
+class ReportHtmlValue(Case):
+    """--value chooses what the HTML flame graph opens on, as it does for the other formats."""
+
+    def test_html_opens_on_the_value_asked(self):
+        with tempfile.TemporaryDirectory() as d:
+            dump = make_dump(d)
+            pages = {}
+            for value in (None, "inuse_space", "inuse_objects"):
+                out = os.path.join(d, "%s.html" % value)
+                report("-o", out, dump, *(["--value", value] if value else []))
+                with open(out) as f:
+                    pages[value] = f.read()
+            doms = {v: chromium_dom(os.path.join(d, "%s.html" % v))
+                    for v in ("inuse_space", "inuse_objects")}
+        self.assertEqual(pages[None], pages["inuse_space"])
+        self.assertTrue(pages["inuse_objects"] != pages["inuse_space"], "the same page")
+        self.assertEqual(html_page_data(pages["inuse_space"])["value"], "inuse_bytes")
+        self.assertEqual(html_page_data(pages["inuse_objects"])["value"], "inuse_count")
+        # Opened (no URL fragment): the counts are shown and their radio button is checked.
+        self.assertEqual(checked_radios(doms["inuse_objects"]), {"hs-unit": "count"})
+        self.assertEqual(checked_radios(doms["inuse_space"]), {"hs-unit": "bytes"})
+        self.assertIn('<div id="hs-total">Total: 2 in-use objects; 353 B in-use bytes</div>',
+                      doms["inuse_objects"])
+        self.assertIn('<div id="hs-total">Total: 353 B in-use bytes; 2 in-use objects</div>',
+                      doms["inuse_space"])
 
 
 class ReportAndroidDumps(Case):

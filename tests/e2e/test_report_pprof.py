@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import unittest
 
-from e2e import CLI, build_sizes, clean_env, sizes_dump
+from e2e import CLI, build_sizes, checked_radios, chromium_dom, clean_env, sizes_dump
 
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
 
@@ -194,6 +194,28 @@ class GoPprof(unittest.TestCase):
         traces = self.pprof("-traces", self.out["diff"])
         self.assertRegex(traces, r"-700B +hold\n +gone\n")
         self.assertEqual(sorted(v[-1] for v, _ in raw.samples), [-3000, -700, 2000])
+
+    # ---- The HTML flame graph of the profiler's profile ----
+
+    def test_html_opens_on_the_value_asked(self):
+        pages, doms = {}, {}
+        for value in ("inuse_space", "alloc_space", "alloc_objects"):
+            path = os.path.join(self.tmp, value + ".html")
+            report("--value", value, "-o", path, self.profile)
+            with open(path) as f:
+                pages[value] = f.read()
+            doms[value] = chromium_dom(path)
+        self.assertTrue(pages["alloc_space"] != pages["inuse_space"], "the same page")
+        self.assertIn('"value":"alloc_bytes"', pages["alloc_space"])
+        self.assertIn('"value":"alloc_count"', pages["alloc_objects"])
+        self.assertEqual(checked_radios(doms["inuse_space"]),
+                         {"hs-unit": "bytes", "hs-kind": "inuse"})
+        self.assertEqual(checked_radios(doms["alloc_space"]),
+                         {"hs-unit": "bytes", "hs-kind": "alloc"})
+        self.assertEqual(checked_radios(doms["alloc_objects"]),
+                         {"hs-unit": "count", "hs-kind": "alloc"})
+        self.assertRegex(doms["alloc_space"], r'<div id="hs-total">Total: [^<]* allocated bytes;')
+        self.assertRegex(doms["inuse_space"], r'<div id="hs-total">Total: [^<]* in-use bytes;')
 
     # ---- Merging on pprof's command line ----
 
