@@ -24,7 +24,8 @@ int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep
 int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o);
 
 /* A gzipped pprof profile (inuse_objects/count, inuse_space/bytes, and the alloc_* pair when
- * known; a diff writes the deltas, as pprof's -diff_base does). */
+ * known, the one of o->value the default; a diff writes the deltas, as pprof's -diff_base
+ * does). */
 int hs_rep_write_pprof(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o);
 
 #endif

@@ -59,7 +59,6 @@ static uint64_t location_id(struct ids *c, size_t i)
 
 int hs_rep_write_pprof(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o)
 {
-    (void)o;
     struct hs_pprof *pp = hs_pprof_new();
     if (!pp)
         return -1;
@@ -75,14 +74,18 @@ int hs_rep_write_pprof(FILE *out, struct hs_rep_profile *p, const struct hs_rep_
     };
     int used[4];
     size_t num_types = 0;
+    const char *shown = "inuse_space";
     for (size_t t = 0; t < 4; t++) {
         if (!p->has_alloc &&
             (types[t].value == HS_FG_ALLOC_COUNT || types[t].value == HS_FG_ALLOC_BYTES))
             continue;
         hs_pprof_add_sample_type(pp, types[t].type, types[t].unit);
         used[num_types++] = types[t].value;
+        if (types[t].value == o->value)
+            shown = types[t].type;
     }
-    hs_pprof_set_default_sample_type(pp, "inuse_space");
+    /* What pprof shows first: the value --value asked for. */
+    hs_pprof_set_default_sample_type(pp, shown);
     /* pprof merges only profiles of one period type: keep the inputs'. */
     if (p->period_type)
         hs_pprof_set_period(pp, p->period_type, p->period_unit, p->period);

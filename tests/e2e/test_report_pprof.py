@@ -195,6 +195,14 @@ class GoPprof(unittest.TestCase):
         self.assertRegex(traces, r"-700B +hold\n +gone\n")
         self.assertEqual(sorted(v[-1] for v, _ in raw.samples), [-3000, -700, 2000])
 
+    def test_value_is_the_default_sample_type(self):
+        path = os.path.join(self.tmp, "alloc.pb.gz")
+        report("--value", "alloc_objects", "-o", path, self.profile)
+        header = [l for l in self.pprof("-raw", path).splitlines() if "/count" in l][0]
+        self.assertEqual(header.split(), ["alloc_objects/count[dflt]", "alloc_space/bytes",
+                                          "inuse_objects/count", "inuse_space/bytes"])
+        self.assertIn("inuse_space/bytes[dflt]", self.pprof("-raw", self.out["reexport"]))
+
     # ---- The HTML flame graph of the profiler's profile ----
 
     def test_html_opens_on_the_value_asked(self):
