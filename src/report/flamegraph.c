@@ -516,6 +516,7 @@ static const char page_css[] =
     "header { padding: 10px 16px 2px; }\n"
     "h1 { font-size: 18px; margin: 0 0 2px; overflow-wrap: anywhere; }\n"
     ".hs-sub, #hs-legend { color: #555; overflow-wrap: anywhere; }\n"
+    ".hs-sub { white-space: pre-line; }\n"
     "#hs-total { font-weight: 600; }\n"
     "#hs-controls { display: flex; flex-wrap: wrap; gap: 6px 18px; align-items: center;\n"
     "  padding: 6px 16px; border-bottom: 1px solid #ddd; }\n"

@@ -24,7 +24,8 @@ struct hs_fg_stack {
 
 struct hs_fg_input {
     const char *title;    /* e.g. the file name */
-    const char *subtitle; /* e.g. totals, or "diff against BASE" */
+    const char *subtitle; /* e.g. totals, or "diff against BASE"; shown whole, its line
+                           * breaks kept */
     const struct hs_fg_stack *stacks;
     size_t num_stacks;
     bool has_alloc; /* allocated values are meaningful (pprof profiles); else in-use only */

@@ -268,10 +268,32 @@ int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep
 
 int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o)
 {
+    /* The subtitle: the input's description, whole (a profiler's comments run long), one
+     * line of it per line, then the totals. */
+    char bytes[40], count[40];
+    format_number(bytes, sizeof(bytes), p->totals[HS_FG_INUSE_BYTES], false);
+    format_number(count, sizeof(count), p->totals[HS_FG_INUSE_COUNT], false);
+    char *subtitle = NULL;
+    size_t subtitle_len = 0;
+    FILE *sub = open_memstream(&subtitle, &subtitle_len);
+    if (!sub)
+        return -1;
+    if (o->header && o->header[0])
+        fprintf(sub, "%s\n", o->header);
+    fprintf(sub, "%s bytes in use in %s allocations%s", bytes, count,
+            p->diff ? " (colours: change against the base)" : "");
+    if (fclose(sub) != 0) {
+        free(subtitle);
+        return -1;
+    }
     struct hs_fg_stack *stacks = calloc(p->num_stacks ? p->num_stacks : 1, sizeof(*stacks));
     const char ***frames = calloc(p->num_stacks ? p->num_stacks : 1, sizeof(*frames));
-    if (!stacks || !frames)
+    if (!stacks || !frames) {
+        free(stacks);
+        free(frames);
+        free(subtitle);
         return -1;
+    }
     for (size_t i = 0; i < p->num_stacks; i++) {
         size_t cap = 0;
         const char **labels = NULL;
@@ -282,12 +304,6 @@ int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
         memcpy(stacks[i].values, p->stacks[i].values, sizeof(stacks[i].values));
         memcpy(stacks[i].base, p->stacks[i].base, sizeof(stacks[i].base));
     }
-    char subtitle[256], bytes[40], count[40];
-    format_number(bytes, sizeof(bytes), p->totals[HS_FG_INUSE_BYTES], false);
-    format_number(count, sizeof(count), p->totals[HS_FG_INUSE_COUNT], false);
-    snprintf(subtitle, sizeof(subtitle), "%s%s%s bytes in use in %s allocations%s",
-             o->header ? o->header : "", o->header && o->header[0] ? " - " : "", bytes, count,
-             p->diff ? " (colours: change against the base)" : "");
     struct hs_fg_input in = {.title = o->title,
                              .subtitle = subtitle,
                              .stacks = stacks,
@@ -300,5 +316,6 @@ int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
         free(frames[i]);
     free(frames);
     free(stacks);
+    free(subtitle);
     return rc;
 }

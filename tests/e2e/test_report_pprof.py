@@ -8,6 +8,7 @@ line, and must say nothing on stderr (no "Main binary filename not available", n
 about mappings or symbols), see the period type the inputs had, and a mapping for every
 location. pprof runs with HOME and PPROF_TMPDIR in a temporary directory, on local files only.
 """
+import html
 import os
 import re
 import shutil
@@ -224,6 +225,22 @@ class GoPprof(unittest.TestCase):
                          {"hs-unit": "count", "hs-kind": "alloc"})
         self.assertRegex(doms["alloc_space"], r'<div id="hs-total">Total: [^<]* allocated bytes;')
         self.assertRegex(doms["inuse_space"], r'<div id="hs-total">Total: [^<]* in-use bytes;')
+
+    def test_html_subtitle_is_whole(self):
+        """The profile's description (the profiler's statistics, over 600 characters) is in
+        the page's subtitle whole, a line per line, as the text report prints it."""
+        path = os.path.join(self.tmp, "whole.html")
+        report("-o", path, self.profile)
+        with open(path) as f:
+            page = f.read()
+        m = re.search(r'<div class="hs-sub" id="hs-subtitle">(.*?)</div>', page, re.S)
+        subtitle = html.unescape(m.group(1)).splitlines()
+        text = report(self.profile).splitlines()
+        header = text[1:text.index([l for l in text if l.startswith("  In use: ")][0])]
+        self.assertGreater(sum(len(l) for l in header), 600)
+        self.assertEqual([l.strip() for l in subtitle[:-1]], [l.strip() for l in header])
+        self.assertRegex(subtitle[-1], r"^[\d,]+ bytes in use in [\d,]+ allocations$")
+        self.assertIn(".hs-sub { white-space: pre-line; }", page)
 
     # ---- Merging on pprof's command line ----
 
