@@ -38,11 +38,13 @@ static void usage(FILE *out)
             "                      its name: .html, .folded, .pb.gz or .pprof, else text\n"
             "  -f, --format FORMAT text, html (interactive flame graph, one file), folded\n"
             "                      (flamegraph.pl input) or pprof (gzipped profile.proto)\n"
-            "      --value VALUE   rank by inuse_space (default), inuse_objects, alloc_space\n"
+            "      --value VALUE   what to rank (text), write (folded) and show first (HTML,\n"
+            "                      pprof): inuse_space (default), inuse_objects, alloc_space\n"
             "                      or alloc_objects (the last two: pprof profiles)\n"
             "      --top N         stacks and functions in the text report (default 10)\n"
             "      --symbols DIR   look binaries up under DIR first (e.g. a device's symbols)\n"
-            "      --diff BASE     report what changed since the dump BASE (grew first)\n"
+            "      --diff BASE     report what changed since the dump BASE (grew first);\n"
+            "                      folded output has two columns: before and after\n"
             "  -q, --quiet         no progress messages\n"
             "  -h, --help          show this help\n"
             "\n"
@@ -101,9 +103,10 @@ static char *read_file(const char *path, size_t *len)
     return data;
 }
 
-/* A pprof heap profile (anything that is not a heap dump is taken for one). */
+/* A pprof heap profile (anything that is not a heap dump is taken for one). Its description
+ * goes to header (when not NULL), whole: however long, it is the user's to read. */
 static int load_pprof(struct hs_rep_profile *p, const char *path, const struct hs_rep_options *opt,
-                      char *header, size_t header_cap)
+                      FILE *header)
 {
     size_t len;
     char *data = read_file(path, &len);
@@ -124,12 +127,10 @@ static int load_pprof(struct hs_rep_profile *p, const char *path, const struct h
     }
     if (header) {
         /* Every comment, one per line: profilers put their statistics there. */
-        size_t used = (size_t)snprintf(header, header_cap, "pprof profile%s%s",
-                                       hs_pprof_num_comments(pp) ? ": " : "",
-                                       hs_pprof_num_comments(pp) ? hs_pprof_comment_at(pp, 0) : "");
-        for (size_t i = 1; i < hs_pprof_num_comments(pp) && used < header_cap; i++)
-            used += (size_t)snprintf(header + used, header_cap - used, "\n  %s",
-                                     hs_pprof_comment_at(pp, i));
+        fprintf(header, "pprof profile%s%s", hs_pprof_num_comments(pp) ? ": " : "",
+                hs_pprof_num_comments(pp) ? hs_pprof_comment_at(pp, 0) : "");
+        for (size_t i = 1; i < hs_pprof_num_comments(pp); i++)
+            fprintf(header, "\n  %s", hs_pprof_comment_at(pp, i));
     }
     rc = hs_rep_add_pprof(p, pp, opt, err, sizeof(err));
     hs_pprof_free(pp);
@@ -157,13 +158,14 @@ static bool is_heap_dump(const char *path)
     return !(c == 0x1f || c == 0x78 || c == 0x0a || c == 0x12);
 }
 
-/* Reads and symbolizes dumps and profiles into p; returns 0 or 1 after printing the error. */
+/* Reads and symbolizes dumps and profiles into p; returns 0 or 1 after printing the error.
+ * The first file's description goes to header (when not NULL). */
 static int load(struct hs_rep_profile *p, char **files, int n, const struct hs_rep_options *opt,
-                char *header, size_t header_cap)
+                FILE *header)
 {
     for (int i = 0; i < n; i++) {
         if (!is_heap_dump(files[i])) {
-            if (load_pprof(p, files[i], opt, i == 0 ? header : NULL, header_cap) != 0)
+            if (load_pprof(p, files[i], opt, i == 0 ? header : NULL) != 0)
                 return 1;
             continue;
         }
@@ -174,9 +176,9 @@ static int load(struct hs_rep_profile *p, char **files, int n, const struct hs_r
             return 1;
         }
         if (header && i == 0)
-            snprintf(header, header_cap, "Android Native Heap Dump v1.%d%s%s%s", d.version_minor,
-                     d.fingerprint[0] ? ", build '" : "", d.fingerprint,
-                     d.fingerprint[0] ? "'" : "");
+            fprintf(header, "Android Native Heap Dump v1.%d%s%s%s", d.version_minor,
+                    d.fingerprint[0] ? ", build '" : "", d.fingerprint,
+                    d.fingerprint[0] ? "'" : "");
         int rc = hs_rep_add_dump(p, &d, opt, err, sizeof(err));
         hs_dump_free(&d);
         if (rc != 0) {
@@ -282,12 +284,22 @@ int hs_cmd_report(int argc, char **argv)
 
     struct hs_rep_profile p;
     hs_rep_profile_init(&p);
-    char header[8192] = "";
-    int rc = load(&p, argv + optind, argc - optind, &opt, header, sizeof(header));
+    char *header = NULL;
+    size_t header_len = 0;
+    FILE *header_out = open_memstream(&header, &header_len);
+    if (!header_out) {
+        fprintf(stderr, "heapscope report: %s\n", strerror(errno));
+        return 1;
+    }
+    int rc = load(&p, argv + optind, argc - optind, &opt, header_out);
+    if (fclose(header_out) != 0 && rc == 0) {
+        fprintf(stderr, "heapscope report: %s\n", strerror(errno));
+        rc = 1;
+    }
     if (rc == 0 && diff_base) {
         struct hs_rep_profile base;
         hs_rep_profile_init(&base);
-        rc = load(&base, (char **)&diff_base, 1, &opt, NULL, 0);
+        rc = load(&base, (char **)&diff_base, 1, &opt, NULL);
         if (rc == 0)
             hs_rep_diff(&p, &base);
         hs_rep_profile_free(&base);
@@ -297,27 +309,38 @@ int hs_cmd_report(int argc, char **argv)
                         "only what is in use): use inuse_space or inuse_objects\n");
         rc = 2;
     }
+    /* The title names every input, whole. */
+    char *title = NULL;
+    size_t title_len = 0;
+    FILE *title_out = rc == 0 ? open_memstream(&title, &title_len) : NULL;
+    if (title_out) {
+        for (int i = optind; i < argc; i++)
+            fprintf(title_out, "%s%s", i > optind ? " + " : "", argv[i]);
+        if (diff_base)
+            fprintf(title_out, " (diff against %s)", diff_base);
+        if (fclose(title_out) != 0)
+            title_out = NULL;
+    }
+    if (rc == 0 && !title_out) {
+        fprintf(stderr, "heapscope report: %s\n", strerror(errno));
+        rc = 1;
+    }
+    FILE *out = NULL;
+    if (rc == 0) {
+        out = output ? fopen(output, "w") : stdout;
+        if (!out) {
+            fprintf(stderr, "heapscope report: cannot write %s: %s\n", output, strerror(errno));
+            rc = 1;
+        }
+    }
     if (rc != 0) {
         hs_rep_profile_free(&p);
+        free(header);
+        free(title);
         return rc;
     }
-
-    char title[1024];
-    size_t len = 0;
-    for (int i = optind; i < argc && len < sizeof(title) - 1; i++)
-        len += (size_t)snprintf(title + len, sizeof(title) - len, "%s%s", i > optind ? " + " : "",
-                                argv[i]);
-    if (diff_base && len < sizeof(title) - 1)
-        snprintf(title + len, sizeof(title) - len, " (diff against %s)", diff_base);
     out_opt.title = title;
     out_opt.header = header;
-
-    FILE *out = output ? fopen(output, "w") : stdout;
-    if (!out) {
-        fprintf(stderr, "heapscope report: cannot write %s: %s\n", output, strerror(errno));
-        hs_rep_profile_free(&p);
-        return 1;
-    }
     switch (format) {
     case FORMAT_TEXT:
         rc = hs_rep_write_text(out, &p, &out_opt);
@@ -338,5 +361,7 @@ int hs_cmd_report(int argc, char **argv)
         fprintf(stderr, "heapscope report: cannot write %s: %s\n", output ? output : "the output",
                 strerror(errno));
     hs_rep_profile_free(&p);
+    free(header);
+    free(title);
     return rc == 0 ? 0 : 1;
 }

@@ -462,22 +462,15 @@ static bool mapping_eq(const struct hs_pprof *p, size_t idx, const void *key)
     return p->maps[idx].start == k->start && str_eq(p, p->maps[idx].filename, &k->filename);
 }
 
-uint64_t hs_pprof_mapping(struct hs_pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
-                          const char *filename, const char *build_id)
+/* Appends a mapping; dedup: also enter it in the (start, filename) map under hash h. */
+static uint64_t new_mapping(struct hs_pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
+                            const char *filename, const char *build_id, bool dedup, uint32_t h)
 {
-    if (!buildable(p))
-        return 0;
-    struct mapping_key k = {start, make_key(filename)};
-    uint32_t h = hash32(hs_hash_mix64(
-        hash_add(hash_add(HASH_SEED, start), hash_bytes(k.filename.s, k.filename.n))));
-    size_t i = map_find(p, &p->map_dedup, h, mapping_eq, &k);
-    if (i != HS_PPROF_NONE)
-        return p->maps[i].id;
     uint32_t fi = intern(p, filename), b = intern(p, build_id);
     if (p->err)
         return 0;
-    i = p->nmaps;
-    if (!GROW(p, p->maps, p->maps_cap, i + 1) || !map_insert(p, &p->map_dedup, h, i)) {
+    size_t i = p->nmaps;
+    if (!GROW(p, p->maps, p->maps_cap, i + 1) || (dedup && !map_insert(p, &p->map_dedup, h, i))) {
         pp_fail(p, ENOMEM);
         return 0;
     }
@@ -489,6 +482,28 @@ uint64_t hs_pprof_mapping(struct hs_pprof *p, uint64_t start, uint64_t limit, ui
                                      .build_id = b};
     p->nmaps++;
     return i + 1;
+}
+
+uint64_t hs_pprof_mapping(struct hs_pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
+                          const char *filename, const char *build_id)
+{
+    if (!buildable(p))
+        return 0;
+    struct mapping_key k = {start, make_key(filename)};
+    uint32_t h = hash32(hs_hash_mix64(
+        hash_add(hash_add(HASH_SEED, start), hash_bytes(k.filename.s, k.filename.n))));
+    size_t i = map_find(p, &p->map_dedup, h, mapping_eq, &k);
+    if (i != HS_PPROF_NONE)
+        return p->maps[i].id;
+    return new_mapping(p, start, limit, offset, filename, build_id, true, h);
+}
+
+uint64_t hs_pprof_add_mapping(struct hs_pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
+                              const char *filename, const char *build_id)
+{
+    if (!buildable(p))
+        return 0;
+    return new_mapping(p, start, limit, offset, filename, build_id, false, 0);
 }
 
 void hs_pprof_mapping_set_flags(struct hs_pprof *p, uint64_t mapping_id, bool has_functions,

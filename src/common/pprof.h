@@ -28,8 +28,9 @@
  *  such as Line.column); groups (wire types 3, 4) are rejected.
  *
  * Builder: ids are 1, 2, 3... in order of creation. Strings are interned; mappings are
- * deduplicated by (start, filename), functions by (name, system_name, filename), locations by
- * (mapping_id, address), or by (mapping_id, lines) when the address is 0. Hash maps make each
+ * deduplicated by (start, filename) (except those of hs_pprof_add_mapping), functions by
+ * (name, system_name, filename), locations by (mapping_id, address), or by (mapping_id,
+ * lines) when the address is 0. Hash maps make each
  * call O(1) on average. A NULL string argument means "". A failed allocation or a contract
  * violation the builder can see (an unknown id, a sample type added after samples) makes the
  * profile "failed": hs_pprof_error() tells why, later builder calls do nothing and return 0,
@@ -106,6 +107,13 @@ void hs_pprof_add_comment(struct hs_pprof *p, const char *text);
  * NULL. Returns 0 on failure. */
 uint64_t hs_pprof_mapping(struct hs_pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
                           const char *filename, const char *build_id);
+
+/* Appends a mapping even when one of filename at start exists, and returns its id (0 on
+ * failure); hs_pprof_mapping never returns it. For a profile that merges processes or builds,
+ * where the same file at the same address may hold other code: locations are keyed by
+ * mapping id and address, so a mapping of their own keeps them apart. */
+uint64_t hs_pprof_add_mapping(struct hs_pprof *p, uint64_t start, uint64_t limit, uint64_t offset,
+                              const char *filename, const char *build_id);
 
 /* Sets a mapping's has_* flags, which tell pprof what symbolization the profile already has
  * (has_functions: the locations in it carry function names, so pprof need not symbolize). */

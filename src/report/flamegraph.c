@@ -468,13 +468,23 @@ static void put_value_arrays(FILE *out, const struct tree *t, const uint32_t *pr
     putc('}', out);
 }
 
-/* The data: {"format":1,"diff":B,"names":[...],"name":[...],"depth":[...],"values":{KIND:[...]},
- * "base":{KIND:[...]}}, nodes in preorder; "base" only in a diff, alloc kinds only with
- * has_alloc. */
+/* The kind the page opens on: in->value when the page has it, else in-use bytes. */
+static size_t initial_kind(const struct hs_fg_input *in)
+{
+    if (in->value < 0 || in->value >= HS_FG_VALUES ||
+        (!in->has_alloc && in->value >= HS_FG_ALLOC_BYTES))
+        return HS_FG_INUSE_BYTES;
+    return (size_t)in->value;
+}
+
+/* The data: {"format":1,"diff":B,"value":KIND,"names":[...],"name":[...],"depth":[...],
+ * "values":{KIND:[...]},"base":{KIND:[...]}}, nodes in preorder; "value" the kind shown on
+ * opening, "base" only in a diff, alloc kinds only with has_alloc. */
 static void put_data(FILE *out, const struct tree *t, const uint32_t *pre, const uint32_t *depth,
                      const struct hs_fg_input *in)
 {
-    fprintf(out, "{\"format\":1,\"diff\":%s,\n\"names\":[", in->diff ? "true" : "false");
+    fprintf(out, "{\"format\":1,\"diff\":%s,\"value\":\"%s\",\n\"names\":[",
+            in->diff ? "true" : "false", kind_name[initial_kind(in)]);
     for (size_t i = 0; i < t->num_names; i++) {
         if (i)
             fputs(",\n", out);
@@ -506,6 +516,7 @@ static const char page_css[] =
     "header { padding: 10px 16px 2px; }\n"
     "h1 { font-size: 18px; margin: 0 0 2px; overflow-wrap: anywhere; }\n"
     ".hs-sub, #hs-legend { color: #555; overflow-wrap: anywhere; }\n"
+    ".hs-sub { white-space: pre-line; }\n"
     "#hs-total { font-weight: 600; }\n"
     "#hs-controls { display: flex; flex-wrap: wrap; gap: 6px 18px; align-items: center;\n"
     "  padding: 6px 16px; border-bottom: 1px solid #ddd; }\n"
@@ -559,7 +570,9 @@ static const char page_js[] =
     "  var namesLower = data.names.map(function (s) { return s.toLowerCase(); });\n"
     "  var nameColors = [];\n"
     "\n"
-    "  var state = { zoom: 0, search: '', value: 'inuse_bytes' };\n"
+    "  // The value the page opens on (heapscope report --value); the URL's value= overrides.\n"
+    "  var initialValue = hasKind(data.value) ? data.value : 'inuse_bytes';\n"
+    "  var state = { zoom: 0, search: '', value: initialValue };\n"
     "  var matches = null; // per name index: does the name match the search (null: no search)\n"
     "  var hovered = -1;\n"
     "  var renderPending = false;\n"
@@ -954,7 +967,7 @@ static const char page_js[] =
     "      var eq = part.indexOf('=');\n"
     "      if (eq > 0) params[decode(part.slice(0, eq))] = decode(part.slice(eq + 1));\n"
     "    });\n"
-    "    state.value = hasKind(params.value) ? params.value : 'inuse_bytes';\n"
+    "    state.value = hasKind(params.value) ? params.value : initialValue;\n"
     "    var zoom = resolve(params.zoom);\n"
     "    state.zoom = zoom >= 0 ? zoom : 0;\n"
     "    setSearch(params.search || '');\n"
@@ -964,7 +977,7 @@ static const char page_js[] =
     "    var parts = [];\n"
     "    if (state.zoom) parts.push('zoom=' + state.zoom);\n"
     "    if (state.search) parts.push('search=' + encodeURIComponent(state.search));\n"
-    "    if (state.value !== 'inuse_bytes') parts.push('value=' + state.value);\n"
+    "    if (state.value !== initialValue) parts.push('value=' + state.value);\n"
     "    var hash = parts.length ? '#' + parts.join('&') : '';\n"
     "    if (hash === location.hash) return;\n"
     "    try {\n"
@@ -1100,17 +1113,23 @@ static void put_page(FILE *out, const struct tree *t, const uint32_t *pre, const
           "<noscript>The flame graph needs JavaScript.</noscript>\n</header>\n",
           out);
 
-    fputs("<div id=\"hs-controls\">\n<span role=\"radiogroup\" aria-label=\"Unit\">"
-          "<label><input type=\"radio\" name=\"hs-unit\" value=\"bytes\" checked> Bytes</label>"
-          "<label><input type=\"radio\" name=\"hs-unit\" value=\"count\"> Count</label></span>\n",
-          out);
-    if (in->has_alloc)
-        fputs(
-            "<span role=\"radiogroup\" aria-label=\"Memory\" id=\"hs-kinds\">"
-            "<label><input type=\"radio\" name=\"hs-kind\" value=\"inuse\" checked> In use</label>"
-            "<label><input type=\"radio\" name=\"hs-kind\" value=\"alloc\"> Allocated</label>"
+    /* The radio buttons start on the initial kind, as the script will set them. */
+    size_t kind = initial_kind(in);
+    bool count = kind == HS_FG_INUSE_COUNT || kind == HS_FG_ALLOC_COUNT;
+    bool alloc = kind >= HS_FG_ALLOC_BYTES;
+    fprintf(out,
+            "<div id=\"hs-controls\">\n<span role=\"radiogroup\" aria-label=\"Unit\">"
+            "<label><input type=\"radio\" name=\"hs-unit\" value=\"bytes\"%s> Bytes</label>"
+            "<label><input type=\"radio\" name=\"hs-unit\" value=\"count\"%s> Count</label>"
             "</span>\n",
-            out);
+            count ? "" : " checked", count ? " checked" : "");
+    if (in->has_alloc)
+        fprintf(out,
+                "<span role=\"radiogroup\" aria-label=\"Memory\" id=\"hs-kinds\">"
+                "<label><input type=\"radio\" name=\"hs-kind\" value=\"inuse\"%s> In use</label>"
+                "<label><input type=\"radio\" name=\"hs-kind\" value=\"alloc\"%s> "
+                "Allocated</label></span>\n",
+                alloc ? "" : " checked", alloc ? " checked" : "");
     fputs("<button type=\"button\" id=\"hs-reset\" disabled>Reset zoom</button>\n"
           "<input type=\"search\" id=\"hs-search\" placeholder=\"Search frames (/)\" "
           "aria-label=\"Search frames\" autocomplete=\"off\" spellcheck=\"false\">\n"

@@ -24,11 +24,14 @@ struct hs_fg_stack {
 
 struct hs_fg_input {
     const char *title;    /* e.g. the file name */
-    const char *subtitle; /* e.g. totals, or "diff against BASE" */
+    const char *subtitle; /* e.g. totals, or "diff against BASE"; shown whole, its line
+                           * breaks kept */
     const struct hs_fg_stack *stacks;
     size_t num_stacks;
     bool has_alloc; /* allocated values are meaningful (pprof profiles); else in-use only */
     bool diff;      /* show growth (value - base): red grew, blue shrank */
+    int value;      /* HS_FG_*: what the page shows on opening (0: in-use bytes; an allocated
+                     * kind without has_alloc falls back to it); the URL's value= overrides */
 };
 
 /* Writes the HTML page to out. Returns 0, or -1 with errno set on a write error (or ENOMEM).
@@ -41,8 +44,9 @@ struct hs_fg_input {
  * call tree in preorder, siblings sorted by name (strcmp), the root being 0. The view lives in
  * the URL fragment, #zoom=ID&search=TEXT&value=KIND (KIND one of inuse_bytes, inuse_count,
  * alloc_bytes, alloc_count; search is a case-insensitive substring), applied on load and kept
- * up to date; scripts can drive it through window.heapscopeFlame: zoomTo(id, or the list of
- * names from the root's child down), search(text), setValue(kind), state(), details(id). */
+ * up to date (value= only when it is not the kind the page opened on); scripts can drive it
+ * through window.heapscopeFlame: zoomTo(id, or the list of names from the root's child down),
+ * search(text), setValue(kind), state(), details(id). */
 int hs_flamegraph_write_html(FILE *out, const struct hs_fg_input *in);
 
 #endif

@@ -16,14 +16,16 @@ struct hs_rep_output_options {
 /* Text: totals, top call stacks, top functions by self and by total value. */
 int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o);
 
-/* Folded stacks for flamegraph.pl: "root;...;leaf value" (a diff writes the delta). */
+/* Folded stacks for flamegraph.pl: "root;...;leaf value"; a diff writes two columns,
+ * "root;...;leaf before after" (difffolded.pl's format, which flamegraph.pl draws). */
 int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o);
 
 /* The interactive HTML flame graph. */
 int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o);
 
 /* A gzipped pprof profile (inuse_objects/count, inuse_space/bytes, and the alloc_* pair when
- * known; a diff writes the deltas, as pprof's -diff_base does). */
+ * known, the one of o->value the default; a diff writes the deltas, as pprof's -diff_base
+ * does). */
 int hs_rep_write_pprof(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o);
 
 #endif

@@ -4,6 +4,7 @@
 #include "hash.h"
 #include "heap_dump_reader.h"
 #include "pprof.h"
+#include "proc_maps.h"
 #include "symbolizer.h"
 
 #include <inttypes.h>
@@ -133,7 +134,7 @@ void hs_rep_profile_free(struct hs_rep_profile *p)
     free(p->stacks);
     free(p->frames);
     free(p->locations);
-    free(p->maps);
+    free(p->mappings);
     struct impl *im = p->impl;
     if (im) {
         strmap_free(&im->strings);
@@ -144,8 +145,35 @@ void hs_rep_profile_free(struct hs_rep_profile *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* Symbolizes pc into a new location of p. */
-static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, uint64_t pc)
+/* Appends a mapping to p; returns its index. */
+static size_t add_mapping(struct hs_rep_profile *p, uint64_t start, uint64_t limit, uint64_t offset,
+                          const char *path, const char *build_id)
+{
+    p->mappings = grow(p->mappings, &p->cap_mappings, p->num_mappings + 1, sizeof(*p->mappings));
+    p->mappings[p->num_mappings] = (struct hs_rep_mapping){start, limit, offset, intern(p, path),
+                                                           intern(p, build_id ? build_id : "")};
+    return p->num_mappings++;
+}
+
+/* Takes an input's period type: the first one wins, the largest period of it stays. */
+static void merge_period(struct hs_rep_profile *p, const char *type, const char *unit,
+                         int64_t period)
+{
+    if (!type[0] && !unit[0])
+        return;
+    if (!p->period_type) {
+        p->period_type = intern(p, type);
+        p->period_unit = intern(p, unit);
+        p->period = period;
+    } else if (strcmp(p->period_type, type) == 0 && strcmp(p->period_unit, unit) == 0 &&
+               period > p->period) {
+        p->period = period;
+    }
+}
+
+/* Symbolizes pc into a new location of p, in the given mapping (or HS_REP_NO_MAPPING). */
+static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, uint64_t pc,
+                           size_t mapping)
 {
     struct hs_frame_info info[HS_SYMBOLIZE_MAX_FRAMES];
     size_t n = sym ? hs_symbolize(sym, (uintptr_t)pc, 1, info, HS_SYMBOLIZE_MAX_FRAMES) : 0;
@@ -154,11 +182,16 @@ static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, 
     p->frames = grow(p->frames, &p->cap_frames, p->num_frames + (n ? n : 1), sizeof(*p->frames));
     struct hs_rep_location *loc = &p->locations[p->num_locations];
     loc->pc = pc;
+    loc->mapping = mapping;
     loc->first_frame = p->num_frames;
     loc->num_frames = n ? n : 1;
     loc->map = intern(p, n ? info[0].map_path : "");
     loc->rel_pc = n ? info[0].rel_pc : pc;
     loc->build_id = intern(p, n ? info[0].build_id : "");
+    /* A dump's MAPS has no build ids: the file the symbolizer read gives it. */
+    if (mapping != HS_REP_NO_MAPPING && !p->mappings[mapping].build_id[0] && loc->build_id[0] &&
+        strcmp(loc->map, p->mappings[mapping].path) == 0)
+        p->mappings[mapping].build_id = loc->build_id;
     if (n == 0) {
         char name[32];
         snprintf(name, sizeof(name), "0x%" PRIx64, pc);
@@ -181,17 +214,26 @@ static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, 
     return p->num_locations++;
 }
 
-/* The stack with these locations (keyed by their names), created when new. */
+/* A source file as the report shows it: its name without the directory. */
+static const char *file_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* The stack with these locations (keyed by what the report shows of them), created when new. */
 static struct hs_rep_stack *stack_for(struct hs_rep_profile *p, const size_t *locs, size_t depth)
 {
-    /* Key: every frame's function and file, so runs at other addresses match. */
+    /* Key: every frame's function, source file name and line, what a person reads: runs at
+     * other addresses, and builds whose sources sat in other directories, match. */
     size_t cap = 256, len = 0;
     char *key = malloc(cap);
     for (size_t i = 0; key && i < depth; i++) {
         const struct hs_rep_location *l = &p->locations[locs[i]];
         for (size_t f = 0; f < l->num_frames; f++) {
             const struct hs_rep_frame *fr = &p->frames[l->first_frame + f];
-            size_t need = strlen(fr->function) + strlen(fr->file) + 4;
+            const char *file = file_name(fr->file);
+            size_t need = strlen(fr->function) + strlen(file) + 16;
             if (len + need >= cap) {
                 while (len + need >= cap)
                     cap *= 2;
@@ -203,7 +245,7 @@ static struct hs_rep_stack *stack_for(struct hs_rep_profile *p, const size_t *lo
                 }
                 key = k;
             }
-            len += (size_t)sprintf(key + len, "%s\x01%s\x02", fr->function, fr->file);
+            len += (size_t)sprintf(key + len, "%s\x01%s\x01%u\x02", fr->function, file, fr->line);
         }
     }
     if (!key)
@@ -266,6 +308,36 @@ static size_t *pcmap_slot(struct pcmap *m, uint64_t pc, bool *found)
     return &m->vals[j];
 }
 
+/* The executable file mappings of a dump's MAPS, appended to p. */
+static int add_dump_mapping(const struct hs_map *m, void *arg)
+{
+    struct hs_rep_profile *p = arg;
+    if (m->path[0] == '/' && (m->perms & HS_MAP_EXEC))
+        add_mapping(p, m->start, m->end, m->offset, m->path, "");
+    return 0;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const struct hs_rep_mapping *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The mapping of mappings[first, last) (sorted by start) holding pc, or HS_REP_NO_MAPPING. */
+static size_t mapping_of(const struct hs_rep_profile *p, size_t first, size_t last, uint64_t pc)
+{
+    while (first < last) {
+        size_t mid = first + (last - first) / 2;
+        if (pc < p->mappings[mid].start)
+            last = mid;
+        else if (pc >= p->mappings[mid].limit)
+            first = mid + 1;
+        else
+            return mid;
+    }
+    return HS_REP_NO_MAPPING;
+}
+
 int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
                     const struct hs_rep_options *opt, char *err, size_t err_cap)
 {
@@ -275,13 +347,18 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
         return -1;
     }
     hs_symbolizer_add_maps_text(sym, d->maps, d->maps_len);
-    free(p->maps);
-    p->maps = malloc(d->maps_len + 1);
-    if (!p->maps)
-        abort();
-    memcpy(p->maps, d->maps, d->maps_len);
-    p->maps[d->maps_len] = '\0';
-    p->maps_len = d->maps_len;
+    /* This dump's mappings, for pprof output: each location points at the one holding it. */
+    size_t first_mapping = p->num_mappings;
+    struct hs_map scratch;
+    struct hs_maps_parser parser;
+    hs_maps_parser_init(&parser, &scratch);
+    if (hs_maps_parser_feed(&parser, d->maps, d->maps_len, add_dump_mapping, p) == 0)
+        hs_maps_parser_finish(&parser, add_dump_mapping, p);
+    if (p->num_mappings > first_mapping)
+        qsort(p->mappings + first_mapping, p->num_mappings - first_mapping, sizeof(*p->mappings),
+              by_start);
+    /* A heap dump holds every allocation: nothing was sampled. */
+    merge_period(p, "space", "bytes", 1);
 
     /* Count the distinct pcs first, for the progress line. */
     struct pcmap pcs = {0};
@@ -305,7 +382,8 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
             bool found;
             size_t *slot = pcmap_slot(&pcs, rec->frames[f], &found);
             if (!found) {
-                *slot = add_location(p, sym, rec->frames[f]);
+                *slot = add_location(p, sym, rec->frames[f],
+                                     mapping_of(p, first_mapping, p->num_mappings, rec->frames[f]));
                 if (tty && (++done % 1000 == 0 || done == distinct))
                     fprintf(stderr, "\rheapscope report: symbolizing %zu/%zu addresses", done,
                             distinct);
@@ -351,15 +429,16 @@ static int value_of_type(struct hs_pprof_value_type t)
 /* A location of the profile as a report location: its own lines when the profile is
  * symbolized, else symbolized here from its mapping's file (if the build ids agree). */
 static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof *pp,
-                                 struct hs_pprof_location_view l, struct hs_symbolizer *sym,
-                                 bool *warned)
+                                 struct hs_pprof_location_view l, size_t first_mapping,
+                                 struct hs_symbolizer *sym, bool *warned)
 {
     size_t mi = l.mapping_id ? hs_pprof_mapping_index(pp, l.mapping_id) : HS_PPROF_NONE;
     struct hs_pprof_mapping_view m = {0};
     if (mi != HS_PPROF_NONE)
         m = hs_pprof_mapping_at(pp, mi);
+    size_t mapping = mi != HS_PPROF_NONE ? first_mapping + mi : HS_REP_NO_MAPPING;
     if (l.num_lines == 0) {
-        size_t idx = add_location(p, sym, l.address);
+        size_t idx = add_location(p, sym, l.address, mapping);
         struct hs_rep_location *loc = &p->locations[idx];
         if (m.build_id && m.build_id[0] && loc->build_id[0] &&
             strcmp(m.build_id, loc->build_id) != 0) {
@@ -382,6 +461,7 @@ static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof
     p->frames = grow(p->frames, &p->cap_frames, p->num_frames + l.num_lines, sizeof(*p->frames));
     struct hs_rep_location *loc = &p->locations[p->num_locations];
     loc->pc = l.address;
+    loc->mapping = mapping;
     loc->map = intern(p, m.filename ? m.filename : "");
     loc->rel_pc = m.filename ? l.address - m.start + m.offset : l.address;
     loc->build_id = intern(p, m.build_id ? m.build_id : "");
@@ -424,6 +504,14 @@ int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
         return -1;
     }
     p->has_alloc = p->num_stacks == 0 ? alloc : (p->has_alloc && alloc);
+    struct hs_pprof_value_type period = hs_pprof_period_type(pp);
+    merge_period(p, period.type, period.unit, hs_pprof_period(pp));
+    /* The profile's mappings, all of them: its locations point into them. */
+    size_t first_mapping = p->num_mappings;
+    for (size_t i = 0; i < hs_pprof_num_mappings(pp); i++) {
+        struct hs_pprof_mapping_view m = hs_pprof_mapping_at(pp, i);
+        add_mapping(p, m.start, m.limit, m.offset, m.filename, m.build_id);
+    }
 
     /* Unsymbolized locations are symbolized here, from the mappings' files. */
     struct hs_symbolizer *sym = hs_symbolizer_new(opt->symbols_dir);
@@ -438,7 +526,8 @@ int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
         abort();
     bool warned = false;
     for (size_t i = 0; i < n; i++)
-        loc_index[i] = add_pprof_location(p, pp, hs_pprof_location_at(pp, i), sym, &warned);
+        loc_index[i] =
+            add_pprof_location(p, pp, hs_pprof_location_at(pp, i), first_mapping, sym, &warned);
 
     size_t *locs = NULL, locs_cap = 0;
     for (size_t s = 0; s < hs_pprof_num_samples(pp); s++) {
@@ -461,10 +550,11 @@ int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
     return 0;
 }
 
-/* Copies a stack of `from` into p (by its names), returning p's stack. */
+/* Copies a stack of `from` into p (by its names), returning p's stack. from's mapping i is
+ * p's mapping first_mapping + i. */
 static struct hs_rep_stack *import_stack(struct hs_rep_profile *p,
                                          const struct hs_rep_profile *from,
-                                         const struct hs_rep_stack *st)
+                                         const struct hs_rep_stack *st, size_t first_mapping)
 {
     size_t *locs = malloc((st->depth ? st->depth : 1) * sizeof(size_t));
     if (!locs)
@@ -477,6 +567,8 @@ static struct hs_rep_stack *import_stack(struct hs_rep_profile *p,
             grow(p->frames, &p->cap_frames, p->num_frames + l->num_frames, sizeof(*p->frames));
         struct hs_rep_location *nl = &p->locations[p->num_locations];
         *nl = *l;
+        if (l->mapping != HS_REP_NO_MAPPING)
+            nl->mapping = first_mapping + l->mapping;
         nl->map = intern(p, l->map);
         nl->build_id = intern(p, l->build_id);
         nl->first_frame = p->num_frames;
@@ -495,8 +587,15 @@ static struct hs_rep_stack *import_stack(struct hs_rep_profile *p,
 
 void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base)
 {
+    size_t first_mapping = p->num_mappings;
+    for (size_t i = 0; i < base->num_mappings; i++) {
+        const struct hs_rep_mapping *m = &base->mappings[i];
+        add_mapping(p, m->start, m->limit, m->offset, m->path, m->build_id);
+    }
+    if (base->period_type)
+        merge_period(p, base->period_type, base->period_unit, base->period);
     for (size_t i = 0; i < base->num_stacks; i++) {
-        struct hs_rep_stack *st = import_stack(p, base, &base->stacks[i]);
+        struct hs_rep_stack *st = import_stack(p, base, &base->stacks[i], first_mapping);
         for (int v = 0; v < HS_FG_VALUES; v++)
             st->base[v] += base->stacks[i].values[v];
     }
@@ -509,9 +608,8 @@ void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base)
 const char *hs_rep_frame_label(struct hs_rep_profile *p, const struct hs_rep_frame *f)
 {
     char buf[4096];
-    const char *base = strrchr(f->file, '/');
     if (f->file[0] && f->line)
-        snprintf(buf, sizeof(buf), "%s (%s:%u)", f->function, base ? base + 1 : f->file, f->line);
+        snprintf(buf, sizeof(buf), "%s (%s:%u)", f->function, file_name(f->file), f->line);
     else
         snprintf(buf, sizeof(buf), "%s", f->function);
     const char *key;

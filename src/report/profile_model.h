@@ -3,8 +3,10 @@
  * A profile is a set of stacks (locations, innermost first) with four values each (in-use
  * bytes and count, allocated bytes and count) and, after a diff, the base profile's values.
  * Every distinct pc is a location, symbolized once into its chain of frames (inlined
- * functions first, the real function last). Stacks are keyed by their symbolized names, not
- * their addresses, so that two runs of a program (different load addresses) can be compared.
+ * functions first, the real function last). Stacks are keyed by what a person reads in the
+ * report, not by addresses: each frame's function, source file name (without its directory)
+ * and line. So two runs of a program (other load addresses) and two builds of it from other
+ * directories (other source paths) compare.
  */
 #ifndef HEAPSCOPE_REPORT_PROFILE_MODEL_H
 #define HEAPSCOPE_REPORT_PROFILE_MODEL_H
@@ -25,9 +27,21 @@ struct hs_rep_frame {
     bool inlined; /* inlined into the next frame of the location */
 };
 
+/* An executable mapping of one input (a dump's MAPS line, a pprof profile's mapping). Each
+ * input has its own, even when another input maps the same file at the same address: the same
+ * address may hold other code in another run or build. */
+struct hs_rep_mapping {
+    uint64_t start, limit, offset;
+    const char *path;
+    const char *build_id; /* hex, "" when unknown */
+};
+
+#define HS_REP_NO_MAPPING SIZE_MAX
+
 struct hs_rep_location {
     uint64_t pc;
-    const char *map; /* mapping path ("" when none) */
+    size_t mapping;  /* into hs_rep_profile.mappings, or HS_REP_NO_MAPPING */
+    const char *map; /* path of the object the symbolizer found ("" when none) */
     uint64_t rel_pc;
     const char *build_id;
     size_t first_frame; /* into hs_rep_profile.frames */
@@ -48,12 +62,17 @@ struct hs_rep_profile {
     size_t num_locations, cap_locations;
     struct hs_rep_stack *stacks;
     size_t num_stacks, cap_stacks;
+    struct hs_rep_mapping *mappings;
+    size_t num_mappings, cap_mappings;
     int64_t totals[HS_FG_VALUES];
     int64_t base_totals[HS_FG_VALUES];
     bool has_alloc;
     bool diff;
-    char *maps; /* MAPS of the (last) dump, for pprof mappings */
-    size_t maps_len;
+    /* pprof's period type and period: "space" "bytes" 1 for a heap dump (every allocation),
+     * a pprof input's own; the first input's type wins, the largest period of that type
+     * (pprof merges so). NULL when no input had one. */
+    const char *period_type, *period_unit;
+    int64_t period;
     void *impl; /* hash tables, string pool */
 };
 
@@ -78,7 +97,8 @@ struct hs_pprof;
 int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
                      const struct hs_rep_options *opt, char *err, size_t err_cap);
 
-/* Makes p the difference "p - base": every stack of either gets base values. */
+/* Makes p the difference "p - base": every stack of either gets base values; the base's
+ * stacks that p lacks bring their locations and mappings along. */
 void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base);
 
 /* "function (file:line)" display name of a frame, in a static-lifetime pool of p. */

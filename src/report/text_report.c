@@ -243,8 +243,8 @@ int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep
     size_t cap = 0;
     for (size_t i = 0; i < p->num_stacks; i++) {
         const struct hs_rep_stack *st = &p->stacks[i];
-        int64_t v = value_of(p, st->values, st->base, o->value);
-        if (v == 0)
+        int64_t v = st->values[o->value], before = st->base[o->value];
+        if (v == 0 && (!p->diff || before == 0))
             continue;
         size_t n = stack_labels(p, st, &labels, &cap);
         for (size_t k = 0; k < n; k++) {
@@ -255,6 +255,11 @@ int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep
         }
         if (n == 0)
             fputs("[no backtrace] ", out);
+        /* A diff is two columns, before and after, as difffolded.pl writes them: what
+         * flamegraph.pl draws (widths after, colours by the change); a signed delta would be
+         * a line it drops. */
+        if (p->diff)
+            fprintf(out, "%" PRId64 " ", before);
         fprintf(out, "%" PRId64 "\n", v);
     }
     free(labels);
@@ -263,10 +268,32 @@ int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep
 
 int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o)
 {
+    /* The subtitle: the input's description, whole (a profiler's comments run long), one
+     * line of it per line, then the totals. */
+    char bytes[40], count[40];
+    format_number(bytes, sizeof(bytes), p->totals[HS_FG_INUSE_BYTES], false);
+    format_number(count, sizeof(count), p->totals[HS_FG_INUSE_COUNT], false);
+    char *subtitle = NULL;
+    size_t subtitle_len = 0;
+    FILE *sub = open_memstream(&subtitle, &subtitle_len);
+    if (!sub)
+        return -1;
+    if (o->header && o->header[0])
+        fprintf(sub, "%s\n", o->header);
+    fprintf(sub, "%s bytes in use in %s allocations%s", bytes, count,
+            p->diff ? " (colours: change against the base)" : "");
+    if (fclose(sub) != 0) {
+        free(subtitle);
+        return -1;
+    }
     struct hs_fg_stack *stacks = calloc(p->num_stacks ? p->num_stacks : 1, sizeof(*stacks));
     const char ***frames = calloc(p->num_stacks ? p->num_stacks : 1, sizeof(*frames));
-    if (!stacks || !frames)
+    if (!stacks || !frames) {
+        free(stacks);
+        free(frames);
+        free(subtitle);
         return -1;
+    }
     for (size_t i = 0; i < p->num_stacks; i++) {
         size_t cap = 0;
         const char **labels = NULL;
@@ -277,17 +304,18 @@ int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
         memcpy(stacks[i].values, p->stacks[i].values, sizeof(stacks[i].values));
         memcpy(stacks[i].base, p->stacks[i].base, sizeof(stacks[i].base));
     }
-    char subtitle[256], bytes[40], count[40];
-    format_number(bytes, sizeof(bytes), p->totals[HS_FG_INUSE_BYTES], false);
-    format_number(count, sizeof(count), p->totals[HS_FG_INUSE_COUNT], false);
-    snprintf(subtitle, sizeof(subtitle), "%s%s%s bytes in use in %s allocations%s",
-             o->header ? o->header : "", o->header && o->header[0] ? " - " : "", bytes, count,
-             p->diff ? " (colours: change against the base)" : "");
-    struct hs_fg_input in = {o->title, subtitle, stacks, p->num_stacks, p->has_alloc, p->diff};
+    struct hs_fg_input in = {.title = o->title,
+                             .subtitle = subtitle,
+                             .stacks = stacks,
+                             .num_stacks = p->num_stacks,
+                             .has_alloc = p->has_alloc,
+                             .diff = p->diff,
+                             .value = o->value};
     int rc = hs_flamegraph_write_html(out, &in);
     for (size_t i = 0; i < p->num_stacks; i++)
         free(frames[i]);
     free(frames);
     free(stacks);
+    free(subtitle);
     return rc;
 }

@@ -3,9 +3,12 @@
 Log lines look like "<program>[<pid>] malloc_debug: <body>"; reports are compared on their
 bodies, with the program name and pid checked separately.
 """
+import glob
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import unittest
 
 BUILD = os.environ["HS_BUILD_DIR"]
@@ -124,3 +127,71 @@ class Case(unittest.TestCase):
         split_backtrace(self, frames, function)
         self.assertEqual(log[i], DIVIDER)
         return i + 1
+
+
+SIZES_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs",
+                            "report_sizes.c")
+
+
+def build_sizes(directory):
+    """Compiles programs/report_sizes.c as `cc -g -O0` from a copy under directory/src, named
+    by its absolute path as build systems do (so the debug info names that directory);
+    returns the binary's path."""
+    src = os.path.join(directory, "src")
+    os.makedirs(src, exist_ok=True)
+    with open(SIZES_SOURCE) as f, open(os.path.join(src, "report_sizes.c"), "w") as out:
+        out.write(f.read())
+    binary = os.path.join(directory, "report_sizes")
+    subprocess.run(["cc", "-g", "-O0", "-o", binary, os.path.join(src, "report_sizes.c")],
+                   cwd=directory, check=True, capture_output=True, timeout=120)
+    return binary
+
+
+def sizes_dump(binary, grow, shrink, gone, prefix):
+    """Runs report_sizes under the shim with a heap dump at exit (prefix: a path of its own);
+    returns the dump's path."""
+    env = clean_env()
+    env["LD_PRELOAD"] = SHIM
+    env["LIBC_DEBUG_MALLOC_OPTIONS"] = ("backtrace backtrace_dump_on_exit "
+                                        "backtrace_dump_prefix=" + prefix)
+    proc = subprocess.run([binary, str(grow), str(shrink), str(gone)], env=env,
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise AssertionError("report_sizes failed (%d): %s" % (proc.returncode, proc.stderr))
+    dumps = glob.glob(glob.escape(prefix) + ".*.exit.txt")
+    if len(dumps) != 1:
+        raise AssertionError("expected one dump at %s: %s" % (prefix, dumps))
+    return dumps[0]
+
+
+def chromium_dom(path, fragment=""):
+    """The DOM of the page at path once its scripts ran, from headless Chromium (Debian's
+    chromium package, which `make deps` installs)."""
+    chromium = "/usr/bin/chromium"
+    if not os.access(chromium, os.X_OK):
+        raise AssertionError("%s is missing: this test needs Debian's chromium package "
+                             "(make deps installs it; or apt-get install chromium)" % chromium)
+    profile = tempfile.mkdtemp(prefix="hs-chromium-")
+    try:
+        url = "file://" + path + ("#" + fragment if fragment else "")
+        r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                            "--no-first-run", "--disable-background-networking",
+                            "--disable-component-update", "--disable-sync",
+                            "--disable-dev-shm-usage", "--user-data-dir=" + profile,
+                            "--virtual-time-budget=5000", "--dump-dom", url],
+                           capture_output=True, timeout=60)
+        if r.returncode != 0:
+            raise AssertionError("chromium failed (%d): %s" % (r.returncode, r.stderr[-2000:]))
+        return r.stdout.decode("utf-8")
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def checked_radios(dom):
+    """{radio group: value} of the checked radio buttons of a page's DOM."""
+    out = {}
+    for tag in re.findall(r"<input [^>]*>", dom):
+        if 'type="radio"' in tag and re.search(r"\bchecked\b", tag):
+            group = re.search(r'name="([^"]*)"', tag).group(1)
+            out[group] = re.search(r'value="([^"]*)"', tag).group(1)
+    return out

@@ -235,7 +235,8 @@ class ReportHtml(unittest.TestCase):
                                  "(make deps installs it; or apt-get install chromium)" % CHROMIUM)
         cls.tmp = tempfile.mkdtemp(prefix="hs-report-html-")
         cls.pages = {}
-        for scenario in ("basic", "inuse", "diff", "deep", "escape", "big", "empty"):
+        for scenario in ("basic", "inuse", "alloc_count", "inuse_alloc", "diff", "deep",
+                         "escape", "big", "empty"):
             path = os.path.join(cls.tmp, scenario + ".html")
             r = subprocess.run([WRITER, scenario, path], capture_output=True, text=True,
                                timeout=60)
@@ -363,6 +364,39 @@ class ReportHtml(unittest.TestCase):
             data = page_data(f.read())
         self.assertEqual(sorted(data["values"]), ["inuse_bytes", "inuse_count"])
         self.assertWidths(counts, self.basic_tree, "inuse_count", self.basic_tree[0])
+
+    def test_opens_on_the_value_asked(self):
+        opened, chosen = self.load_many("alloc_count", ["", "value=inuse_bytes"])
+        self.assertWidths(opened, self.basic_tree, "alloc_count", self.basic_tree[0])
+        self.assertIn("checked", opened.radio("hs-unit", "count").attrs)
+        self.assertIn("checked", opened.radio("hs-kind", "alloc").attrs)
+        self.assertTrue(opened.text("hs-total").startswith("Total: 887 allocated objects"))
+        # The URL's value= still chooses.
+        self.assertWidths(chosen, self.basic_tree, "inuse_bytes", self.basic_tree[0])
+        self.assertIn("checked", chosen.radio("hs-unit", "bytes").attrs)
+        # Without allocated values, the page opens on in-use bytes.
+        fallback = self.load("inuse_alloc")
+        self.assertWidths(fallback, self.basic_tree, "inuse_bytes", self.basic_tree[0])
+        with open(self.pages["alloc_count"], encoding="utf-8") as f:
+            self.assertEqual(page_data(f.read())["value"], "alloc_count")
+        with open(self.pages["inuse_alloc"], encoding="utf-8") as f:
+            self.assertEqual(page_data(f.read())["value"], "inuse_bytes")
+
+    def test_hash_names_the_value_unless_it_is_the_opening_one(self):
+        r = self.probe("alloc_count", """
+(function () {
+  var F = window.heapscopeFlame, r = {};
+  r.opened = F.state().value;
+  r.hashOpened = location.hash;
+  F.setValue('inuse_bytes');
+  r.hashInuse = location.hash;
+  F.setValue('alloc_count');
+  r.hashBack = location.hash;
+  document.body.setAttribute('data-probe', JSON.stringify(r));
+})();
+""")
+        self.assertEqual(r, {"opened": "alloc_count", "hashOpened": "",
+                             "hashInuse": "#value=inuse_bytes", "hashBack": ""})
 
     # ---- Zoom ----
 

@@ -473,6 +473,12 @@ static void test_dedup(void)
     CHECK_EQ(hs_pprof_mapping_at(p, 0).limit, 0x2000); /* the first one's */
     CHECK_STREQ(hs_pprof_mapping_at(p, 2).build_id, "");
     CHECK_EQ(hs_pprof_num_mappings(p), 3);
+    /* A mapping of its own: same (start, file), another build; never found by dedup. */
+    uint64_t m4 = hs_pprof_add_mapping(p, 0x1000, 0x2000, 0, "/a", "id2");
+    CHECK_EQ(m4, 4);
+    CHECK_STREQ(hs_pprof_mapping_at(p, 3).build_id, "id2");
+    CHECK_EQ(hs_pprof_mapping(p, 0x1000, 0x2000, 0, "/a", "id2"), m1);
+    CHECK_EQ(hs_pprof_num_mappings(p), 4);
 
     uint64_t f1 = hs_pprof_function(p, "foo", "_Z3foov", "foo.c");
     CHECK_EQ(hs_pprof_function(p, "foo", "_Z3foov", "foo.c"), f1);
@@ -494,7 +500,10 @@ static void test_dedup(void)
     struct hs_pprof_line both[2] = {la, lb};
     uint64_t l6 = hs_pprof_location(p, 0, 0, both, 2);
     CHECK(l2 != l1 && l3 != l1 && l4 != l5 && l6 != l4 && l6 != l5);
-    CHECK_EQ(hs_pprof_num_locations(p), 6);
+    uint64_t l7 = hs_pprof_location(p, m4, 0x1100, &lb, 1); /* m1's address, m4's code */
+    CHECK(l7 != l1);
+    CHECK_EQ(hs_pprof_location_at(p, 6).lines[0].function_id, f2);
+    CHECK_EQ(hs_pprof_num_locations(p), 7);
 
     int64_t v = 8;
     hs_pprof_add_sample(p, &l1, 1, &v);

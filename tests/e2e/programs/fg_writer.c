@@ -4,6 +4,8 @@
  * Usage: fg_writer SCENARIO OUT.html
  *   basic   six stacks with in-use and allocated values (bytes and counts in other ratios)
  *   inuse   the same stacks, in-use values only (has_alloc false)
+ *   alloc_count  basic, opening on allocated counts (hs_fg_input.value)
+ *   inuse_alloc  inuse, asked to open on allocated counts, which it does not have
  *   diff    grown, shrunk, unchanged, new and vanished stacks against a base
  *   deep    a 100-frame recursion, a frame too thin to draw, a frame with self value
  *   escape  hostile frame names, title and subtitle (markup, quotes, bad UTF-8, U+2028)
@@ -166,12 +168,16 @@ static int scenario(const char *name, struct hs_fg_input *in)
 {
     in->title = "fg_writer";
     in->subtitle = name;
-    if (strcmp(name, "basic") == 0 || strcmp(name, "inuse") == 0) {
+    if (strcmp(name, "basic") == 0 || strcmp(name, "inuse") == 0 ||
+        strcmp(name, "alloc_count") == 0 || strcmp(name, "inuse_alloc") == 0) {
         in->title = "heap.dump";
         in->subtitle = "6 stacks, 24.0 KiB in use";
         in->stacks = basic_stacks;
         in->num_stacks = COUNT(basic_stacks);
-        in->has_alloc = strcmp(name, "basic") == 0;
+        in->has_alloc = strcmp(name, "basic") == 0 || strcmp(name, "alloc_count") == 0;
+        /* Opening on allocated counts; without allocated values that falls back. */
+        if (strcmp(name, "alloc_count") == 0 || strcmp(name, "inuse_alloc") == 0)
+            in->value = HS_FG_ALLOC_COUNT;
         return 0;
     }
     if (strcmp(name, "diff") == 0) {
@@ -196,7 +202,8 @@ int main(int argc, char **argv)
 {
     struct hs_fg_input in = {0};
     if (argc != 3 || scenario(argv[1], &in) != 0) {
-        fprintf(stderr, "usage: fg_writer basic|inuse|diff|deep|escape|big|empty OUT.html\n");
+        fprintf(stderr, "usage: fg_writer basic|inuse|alloc_count|inuse_alloc|diff|deep|escape|"
+                        "big|empty OUT.html\n");
         return 2;
     }
     FILE *out = fopen(argv[2], "w");
