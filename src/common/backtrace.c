@@ -9,6 +9,7 @@
 #include "format.h"
 #include "log.h"
 #include "proc_maps.h"
+#include "signal_trampoline.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -26,6 +27,10 @@
  * (a signal handler capturing during a capture). */
 static __thread int t_in_fast_capture __attribute__((tls_model("initial-exec")));
 
+/* Frames are stored as call sites (hs_call_site): every frame unw_backtrace or unw_step
+ * reports is a return address, except the one after a signal trampoline (the interrupted pc).
+ * Both paths apply the same rule, so they store the same frames. */
+
 /* The slow path: an unw_step loop, which needs no buffer and can skip any number of frames.
  * Stores frames after dropping the first `drop` (frame 0 is the return address into this
  * function). Kept out of hs_backtrace_capture so that the fast path's stack frame does not
@@ -39,15 +44,17 @@ static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t m
     if (unw_getcontext(&uc) != 0 || unw_init_local(&cursor, &uc) != 0)
         return 0;
     size_t depth = 0;
+    unw_word_t prev_ip = 0;
     do {
         unw_word_t ip;
         if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
             break;
         if (depth++ >= drop) {
-            frames[n++] = (uintptr_t)ip;
+            frames[n++] = hs_call_site((uintptr_t)ip, hs_is_signal_trampoline(prev_ip));
             if (n == max_frames)
                 break;
         }
+        prev_ip = ip;
     } while (depth < HS_BACKTRACE_MAX_STEPS && unw_step(&cursor) > 0);
     return n;
 }
@@ -74,7 +81,8 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         t_in_fast_capture = 0;
         for (size_t i = skip + 1; i < (size_t)(got > 0 ? got : 0); i++)
-            frames[n++] = (uintptr_t)tmp[i];
+            frames[n++] =
+                hs_call_site((uintptr_t)tmp[i], hs_is_signal_trampoline((uintptr_t)tmp[i - 1]));
     } else {
         n = capture_slow(frames, max_frames, skip + 2);
     }

@@ -38,11 +38,15 @@
 /* Most frames one capture returns (Android's limit for backtrace options). */
 #define HS_BACKTRACE_MAX_FRAMES 256
 
-/* Stores up to max_frames (at most HS_BACKTRACE_MAX_FRAMES) return addresses of the calling
- * thread into frames, innermost first, and returns how many. With skip == 0 frames[0] is the
- * return address into the function that called hs_backtrace_capture (that is, a pc inside the
- * caller); each unit of skip drops one more frame from the top (e.g. 1 starts at the caller's
- * caller). Returns 0 when max_frames is 0 or the stack has no more frames than skipped. */
+/* Stores up to max_frames (at most HS_BACKTRACE_MAX_FRAMES) frames of the calling thread into
+ * frames, innermost first, and returns how many. Frames are call sites: each return address
+ * minus 1, an address inside the call instruction (as bionic's malloc debug and Go store
+ * them, and as pprof's Location.address means), except a frame interrupted by a signal (the
+ * one after glibc's signal trampoline, see signal_trampoline.h), which is its exact pc. With
+ * skip == 0 frames[0] is the call site in the function that called hs_backtrace_capture;
+ * each unit of skip drops one more frame from the top (e.g. 1 starts at the caller's caller).
+ * Returns 0 when max_frames is 0 or the stack has no more frames than skipped. The first
+ * capture of the process also looks libc up (dl_iterate_phdr). */
 size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames, size_t skip);
 
 /* Logs the frames through hs_log, one line per frame in Android's format:
