@@ -146,8 +146,8 @@ static void put_line(const struct line_out *o, const char *fmt, ...)
 
 static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const struct line_out *o)
 {
-    /* Return addresses may point past the end of the calling function's code. */
-    uintptr_t lookup = index > 0 && pc > 0 ? pc - 1 : pc;
+    /* Frames are call sites or exact pcs (hs_backtrace_capture): inside their function. */
+    uintptr_t lookup = pc;
     struct hs_map *m = &s->map;
     if (!(s->have_map && lookup >= m->start && lookup < m->end))
         s->have_map = pc != 0 && hs_maps_find(0, lookup, m);
@@ -177,7 +177,7 @@ static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const st
     const char *suffix = m->deleted ? " (deleted)" : "";
     if (name_of(elf, lookup, bias, name, sizeof(name), &offset)) {
         put_line(o, "          #%02zu  pc %016lx  %s%s (%s+%lu)", index, (unsigned long)(pc - bias),
-                 m->path, suffix, name, (unsigned long)(offset + (pc - lookup)));
+                 m->path, suffix, name, (unsigned long)offset);
     } else {
         put_line(o, "          #%02zu  pc %016lx  %s%s", index, (unsigned long)(pc - bias), m->path,
                  suffix);

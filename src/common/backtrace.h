@@ -57,10 +57,11 @@ size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames, size_t skip);
  *    the vdso), the path is "<unknown>" and pc is the absolute address.
  *  - path is the mapping's path as /proc/self/maps shows it (with " (deleted)" if so), or
  *    "[vdso]", whose symbols are read from memory.
- *  - symbol is the mangled name of the function containing the frame (hs_elf_lookup). All
- *    frames but #00 are return addresses, which can point just past the end of the calling
- *    function (a call to a noreturn function), so the symbol is looked up at pc - 1 for them;
- *    the printed offset is always from the unadjusted pc (as Android does).
+ *  - symbol is the mangled name of the function containing the frame (hs_elf_lookup) and
+ *    the offset is the frame's from its start. Frames are expected as hs_backtrace_capture
+ *    stores them, call sites or exact pcs, so each is looked up as it is (as Android's malloc
+ *    debug prints its call-site frames); a return address would name the instruction after
+ *    its call.
  * Symbols of a deleted file are only read if the file at its path still has the mapping's
  * device and inode. With n == 0 it logs "  Backtrace failed to get any frames." instead. */
 void hs_backtrace_log(const uintptr_t *frames, size_t n);

@@ -471,8 +471,16 @@ static void test_special_frames(void)
     CHECK_EQ(f.offset, 4);
     CHECK_EQ(f.pc, getpid_addr + 4 - o.bias);
     parse_frame(msg(1), &f);
-    CHECK(strstr(f.sym, "getpid") != NULL); /* looked up at pc - 1 */
+    CHECK(strstr(f.sym, "getpid") != NULL);
     CHECK_EQ(f.offset, 1);
+    /* A frame after #00 is looked up as it is: an exact pc (a signal interrupted the
+     * function's first instruction) names its own function, not the one before. */
+    uintptr_t exact[] = {getpid_addr + 4, getpid_addr};
+    log_frames(exact, 2);
+    parse_frame(msg(1), &f);
+    CHECK(strstr(f.sym, "getpid") != NULL);
+    CHECK_EQ(f.offset, 0);
+    CHECK_EQ(f.pc, getpid_addr - o.bias);
 
     check_context("vdso");
     uintptr_t vdso = getauxval(AT_SYSINFO_EHDR);
