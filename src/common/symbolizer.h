@@ -138,14 +138,14 @@ void hs_symbolizer_set_demangle(struct hs_symbolizer *s, bool on);
  * pc - 1 is looked up, inside the call instruction in both cases (an x86_64 call is at least 2
  * bytes), where a return address itself can name the next line or, after a call to a noreturn
  * function, the next function. Pass 0 when pc is known to be a call site or an exact pc: it is
- * looked up as it is. rel_pc and function_offset are still computed from pc itself. Fills out[0..n-1]
- * with the innermost inlined function first, then the function it was inlined into, and so
- * on up to the real (outermost, not inlined) function, all for the same pc; each entry's
- * file:line is where that function is at this pc (for a caller of an inlined function: the
- * call site). When there are more than max, the innermost max - 1 and the outermost function
- * are kept. Returns n: >= 1 when pc is in a declared mapping (one entry with function ""
- * when nothing is known of it), 0 when pc is in no declared mapping, or s, out or max is
- * 0/NULL. */
+ * looked up as it is. rel_pc and function_offset are still computed from pc itself.
+ * Fills out[0..n-1] with the innermost inlined function first, then the function it was
+ * inlined into, and so on up to the real (outermost, not inlined) function, all for the same
+ * pc; each entry's file:line is where that function is at this pc (for a caller of an inlined
+ * function: the call site). When there are more than max, the innermost max - 1 and the
+ * outermost function are kept. Returns n: >= 1 when pc is in a declared mapping (one entry
+ * with function "" when nothing is known of it), 0 when pc is in no declared mapping, or s,
+ * out or max is 0/NULL. */
 size_t hs_symbolize(struct hs_symbolizer *s, uintptr_t pc, int is_return_address,
                     struct hs_frame_info *out, size_t max);
 
