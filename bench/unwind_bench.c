@@ -162,11 +162,13 @@ static size_t lu_unwind(const struct sample *s, uintptr_t *pcs, size_t max)
     if (unw_init_remote(&cur, g_as, NULL) < 0)
         return 0;
     size_t n = 0;
+    bool exact = true; /* the innermost frame, or one a signal interrupted */
     do {
         unw_word_t ip;
         if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0)
             break;
-        pcs[n++] = ip;
+        pcs[n++] = exact ? ip : ip - 1; /* call sites, as hs_unwind returns them */
+        exact = unw_is_signal_frame(&cur) > 0;
     } while (n < max && unw_step(&cur) > 0);
     return n;
 }

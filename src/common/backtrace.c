@@ -11,6 +11,7 @@
 #include "log.h"
 #include "maps_snapshot.h"
 #include "proc_maps.h"
+#include "signal_trampoline.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -28,6 +29,10 @@
  * (a signal handler capturing during a capture). */
 static __thread int t_in_fast_capture __attribute__((tls_model("initial-exec")));
 
+/* Frames are stored as call sites (hs_call_site): every frame unw_backtrace or unw_step
+ * reports is a return address, except the one after a signal trampoline (the interrupted pc).
+ * Both paths apply the same rule, so they store the same frames. */
+
 /* The slow path: an unw_step loop, which needs no buffer and can skip any number of frames.
  * Stores frames after dropping the first `drop` (frame 0 is the return address into this
  * function). Kept out of hs_backtrace_capture so that the fast path's stack frame does not
@@ -41,15 +46,17 @@ static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t m
     if (unw_getcontext(&uc) != 0 || unw_init_local(&cursor, &uc) != 0)
         return 0;
     size_t depth = 0;
+    unw_word_t prev_ip = 0;
     do {
         unw_word_t ip;
         if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
             break;
         if (depth++ >= drop) {
-            frames[n++] = (uintptr_t)ip;
+            frames[n++] = hs_call_site((uintptr_t)ip, hs_is_signal_trampoline(prev_ip));
             if (n == max_frames)
                 break;
         }
+        prev_ip = ip;
     } while (depth < HS_BACKTRACE_MAX_STEPS && unw_step(&cursor) > 0);
     return n;
 }
@@ -76,7 +83,8 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         t_in_fast_capture = 0;
         for (size_t i = skip + 1; i < (size_t)(got > 0 ? got : 0); i++)
-            frames[n++] = (uintptr_t)tmp[i];
+            frames[n++] =
+                hs_call_site((uintptr_t)tmp[i], hs_is_signal_trampoline((uintptr_t)tmp[i - 1]));
     } else {
         n = capture_slow(frames, max_frames, skip + 2);
     }
@@ -155,8 +163,8 @@ struct frame_desc {
 /* Resolves the frame at pc (see hs_backtrace_log for what is printed). */
 static void describe_frame(struct symbolizer *s, size_t index, uintptr_t pc, struct frame_desc *d)
 {
-    /* Return addresses may point past the end of the calling function's code. */
-    uintptr_t lookup = index > 0 && pc > 0 ? pc - 1 : pc;
+    /* Frames are call sites or exact pcs (hs_backtrace_capture): inside their function. */
+    uintptr_t lookup = pc;
     struct hs_map *m = &s->map;
     if (!(s->have_map && lookup >= m->start && lookup < m->end))
         s->have_map = pc != 0 && find_map(s, lookup);
@@ -189,7 +197,7 @@ static void describe_frame(struct symbolizer *s, size_t index, uintptr_t pc, str
     d->kind = FRAME_FILE;
     if (name_of(&s->files, elf, lookup, bias, d->name, sizeof(d->name), &offset)) {
         d->kind = FRAME_NAMED;
-        d->offset = (unsigned long)(offset + (pc - lookup));
+        d->offset = (unsigned long)offset;
     }
 }
 
@@ -209,10 +217,10 @@ static size_t frame_text(const struct frame_desc *d, char *out, size_t cap)
 
 /* ---- printers: many backtraces of this process, each distinct frame resolved once ---- */
 
-/* A frame's text, keyed by its pc and whether it is a caller frame (index > 0: looked up at
- * pc - 1). */
+/* A frame's text, keyed by its pc (a call site or an exact pc: the text does not depend on
+ * the frame's place in the stack). */
 struct memo_entry {
-    uintptr_t key; /* pc << 1 | caller; 0 = empty (pc 0 is never memoised) */
+    uintptr_t key; /* the pc; 0 = empty (pc 0 is never memoised) */
     const char *text;
     uint32_t len;
 };
@@ -348,7 +356,7 @@ static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const st
             put_line(o, "          #%02zu  pc %016lx  %s%s", index, d.rel_pc, d.path, d.suffix);
         return;
     }
-    uintptr_t key = pc << 1 | (index > 0);
+    uintptr_t key = pc;
     if (p->capacity) {
         const struct memo_entry *e = memo_slot(p, key);
         if (e->key == key) {

@@ -38,11 +38,15 @@
 /* Most frames one capture returns (Android's limit for backtrace options). */
 #define HS_BACKTRACE_MAX_FRAMES 256
 
-/* Stores up to max_frames (at most HS_BACKTRACE_MAX_FRAMES) return addresses of the calling
- * thread into frames, innermost first, and returns how many. With skip == 0 frames[0] is the
- * return address into the function that called hs_backtrace_capture (that is, a pc inside the
- * caller); each unit of skip drops one more frame from the top (e.g. 1 starts at the caller's
- * caller). Returns 0 when max_frames is 0 or the stack has no more frames than skipped. */
+/* Stores up to max_frames (at most HS_BACKTRACE_MAX_FRAMES) frames of the calling thread into
+ * frames, innermost first, and returns how many. Frames are call sites: each return address
+ * minus 1, an address inside the call instruction (as bionic's malloc debug and Go store
+ * them, and as pprof's Location.address means), except a frame interrupted by a signal (the
+ * one after glibc's signal trampoline, see signal_trampoline.h), which is its exact pc. With
+ * skip == 0 frames[0] is the call site in the function that called hs_backtrace_capture;
+ * each unit of skip drops one more frame from the top (e.g. 1 starts at the caller's caller).
+ * Returns 0 when max_frames is 0 or the stack has no more frames than skipped. The first
+ * capture of the process also looks libc up (dl_iterate_phdr). */
 size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames, size_t skip);
 
 /* Logs the frames through hs_log, one line per frame in Android's format:
@@ -53,10 +57,11 @@ size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames, size_t skip);
  *    the vdso), the path is "<unknown>" and pc is the absolute address.
  *  - path is the mapping's path as /proc/self/maps shows it (with " (deleted)" if so), or
  *    "[vdso]", whose symbols are read from memory.
- *  - symbol is the mangled name of the function containing the frame (hs_elf_lookup). All
- *    frames but #00 are return addresses, which can point just past the end of the calling
- *    function (a call to a noreturn function), so the symbol is looked up at pc - 1 for them;
- *    the printed offset is always from the unadjusted pc (as Android does).
+ *  - symbol is the mangled name of the function containing the frame (hs_elf_lookup) and
+ *    the offset is the frame's from its start. Frames are expected as hs_backtrace_capture
+ *    stores them, call sites or exact pcs, so each is looked up as it is (as Android's malloc
+ *    debug prints its call-site frames); a return address would name the instruction after
+ *    its call.
  * Symbols of a deleted file are only read if the file at its path still has the mapping's
  * device and inode. With n == 0 it logs "  Backtrace failed to get any frames." instead. */
 void hs_backtrace_log(const uintptr_t *frames, size_t n);
@@ -72,7 +77,7 @@ void hs_backtrace_format(const uintptr_t *frames, size_t n,
 /* A printer: for printing many backtraces of this process (a leak report of 10^5 blocks), the
  * same lines as hs_backtrace_log / hs_backtrace_format, with /proc/self/maps read once into a
  * snapshot (again when a pc is outside every mapping, up to 16 times), ELF files kept open
- * across backtraces, and the text of each distinct frame (pc, and whether it is frame #00)
+ * across backtraces, and the text of each distinct frame (pc)
  * remembered, so that a frame seen before costs one hash lookup. Its memory comes from
  * `arena` (no malloc); if the arena runs out, frames are printed without being remembered.
  * A printer belongs to one thread at a time and is not async-signal-safe (the arena takes

@@ -133,16 +133,19 @@ int hs_symbolizer_add_debug_dir(struct hs_symbolizer *s, const char *dir);
 /* Turns demangling on (the default) or off (demangled then always equals function). */
 void hs_symbolizer_set_demangle(struct hs_symbolizer *s, bool on);
 
-/* Symbolizes one pc. is_return_address: pc is a return address taken from a stack (every
- * frame of a backtrace but the innermost), so the call instruction before it is looked up
- * (pc - 1); rel_pc and function_offset are still computed from pc itself. Fills out[0..n-1]
- * with the innermost inlined function first, then the function it was inlined into, and so
- * on up to the real (outermost, not inlined) function, all for the same pc; each entry's
- * file:line is where that function is at this pc (for a caller of an inlined function: the
- * call site). When there are more than max, the innermost max - 1 and the outermost function
- * are kept. Returns n: >= 1 when pc is in a declared mapping (one entry with function ""
- * when nothing is known of it), 0 when pc is in no declared mapping, or s, out or max is
- * 0/NULL. */
+/* Symbolizes one pc. is_return_address: pc is a caller frame of a stack that may be a return
+ * address or its call site (return address - 1, as heapscope, bionic and Go store them), so
+ * pc - 1 is looked up, inside the call instruction in both cases (an x86_64 call is at least 2
+ * bytes), where a return address itself can name the next line or, after a call to a noreturn
+ * function, the next function. Pass 0 when pc is known to be a call site or an exact pc: it is
+ * looked up as it is. rel_pc and function_offset are still computed from pc itself.
+ * Fills out[0..n-1] with the innermost inlined function first, then the function it was
+ * inlined into, and so on up to the real (outermost, not inlined) function, all for the same
+ * pc; each entry's file:line is where that function is at this pc (for a caller of an inlined
+ * function: the call site). When there are more than max, the innermost max - 1 and the
+ * outermost function are kept. Returns n: >= 1 when pc is in a declared mapping (one entry
+ * with function "" when nothing is known of it), 0 when pc is in no declared mapping, or s,
+ * out or max is 0/NULL. */
 size_t hs_symbolize(struct hs_symbolizer *s, uintptr_t pc, int is_return_address,
                     struct hs_frame_info *out, size_t max);
 

@@ -415,10 +415,8 @@ static void symbolize(struct symbols *sy, struct pc_info *p)
     p->func_offset = 0;
     p->map = SIZE_MAX;
     p->name = SIZE_MAX;
-    /* Every frame of an allocation backtrace is a return address, which may point just past
-     * the calling function (a call at its very end): look the code up at pc - 1. */
-    uintptr_t lookup = p->pc > 0 ? p->pc - 1 : 0;
-    size_t i = find_map(sy, lookup);
+    /* Frames are stored as call sites (or exact pcs): each lies in its function. */
+    size_t i = find_map(sy, p->pc);
     if (i == SIZE_MAX)
         return;
     p->map = i;
@@ -434,9 +432,9 @@ static void symbolize(struct symbols *sy, struct pc_info *p)
     p->rel_pc = p->pc - m->bias;
     char name[SYMBOL_MAX];
     uintptr_t offset;
-    if (elf && hs_elf_lookup(elf, lookup - m->bias, name, sizeof(name), &offset)) {
+    if (elf && hs_elf_lookup(elf, p->pc - m->bias, name, sizeof(name), &offset)) {
         p->name = add_string(sy, name, strlen(name));
-        p->func_offset = offset + (p->pc - lookup);
+        p->func_offset = offset;
     }
 }
 

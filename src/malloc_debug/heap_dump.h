@@ -21,8 +21,9 @@
  * mapping's path (with " (deleted)" if the kernel says so; "" for a pc in no mapping),
  * rel pc is the pc minus the load bias of the object (the address addr2line expects; the
  * absolute pc for a pc in no mapping), and the symbol is the mangled name of the function
- * (looked up at pc - 1, since every frame of an allocation backtrace is a return address),
- * "" with offset 0 when unknown. As in Android, the offset is printed in hex.
+ * holding the pc, "" with offset 0 when unknown. As in Android, the offset is printed in hex.
+ * Frames are call sites (return address - 1, hs_backtrace_capture), as bionic stores them:
+ * the bt pcs, rel pcs and offsets all point inside the call instructions.
  * A dump is complete when its last line is "END".
  *
  * Triggers (only with the backtrace option, which records allocation backtraces):

@@ -15,6 +15,7 @@
 #include "unwinder.h"
 
 #include "proc_maps.h"
+#include "signal_trampoline.h"
 
 #include <dwarf.h>
 #include <elf.h>
@@ -126,7 +127,8 @@ struct sample {
     size_t max, n;
     uint64_t last_sp;
     struct hs_unwind_result *res;
-    bool stopped; /* the frame callback decided res->stop */
+    bool stopped;          /* the frame callback decided res->stop */
+    bool after_trampoline; /* the previous frame was a signal trampoline */
 };
 
 struct hs_unwinder {
@@ -984,10 +986,11 @@ static size_t unwind_cached(struct hs_unwinder *u, const struct hs_unwind_regs *
             if (!e)
                 e = &tmp;
         }
-        if (in_skip(u, pc)) {
+        /* Stored as the address looked up: the call site of a return address. */
+        if (in_skip(u, key)) {
             res->dropped++;
         } else {
-            pcs[n++] = pc;
+            pcs[n++] = key;
         }
         if (e->kind == K_END) {
             res->stop = HS_UNWIND_END;
@@ -1030,16 +1033,24 @@ static int cb_full_frame(Dwfl_Frame *f, void *arg)
     struct hs_unwinder *u = arg;
     struct sample *s = &u->cur;
     struct hs_unwind_result *res = s->res;
-    Dwarf_Addr pc;
-    if (!dwfl_frame_pc(f, &pc, NULL))
+    Dwarf_Addr raw;
+    bool activation;
+    if (!dwfl_frame_pc(f, &raw, &activation))
         return DWARF_CB_ABORT;
+    /* libdwfl calls a pc an activation when it is the innermost frame's, when the frame is
+     * a signal trampoline and when the frame was interrupted by a signal. Only the first and
+     * the last are exact; the trampoline's is a return address like the others (as the
+     * cached mode, and libgcc, take it). */
+    bool exact = s->frame_idx == 0 || s->after_trampoline;
+    s->after_trampoline = activation && !exact;
+    uintptr_t pc = hs_call_site(raw, exact);
     if (s->frame_idx++ > 0) {
         res->steps++;
         res->slow_steps++;
         Dwarf_Word sp;
         if (dwfl_frame_reg(f, RSP, &sp) != 0 || sp <= s->last_sp) {
             res->stop = HS_UNWIND_BAD_FRAME;
-            res->stop_pc = pc;
+            res->stop_pc = raw;
             s->stopped = true;
             return DWARF_CB_ABORT;
         }
@@ -1048,7 +1059,7 @@ static int cb_full_frame(Dwfl_Frame *f, void *arg)
     const struct umap *m = map_find(u, pc);
     if (!m || !(m->perms & HS_MAP_EXEC)) {
         res->stop = m ? HS_UNWIND_NOT_CODE : HS_UNWIND_UNKNOWN_MAP;
-        res->stop_pc = pc;
+        res->stop_pc = raw;
         s->stopped = true;
         return DWARF_CB_ABORT;
     }
@@ -1080,6 +1091,7 @@ static size_t unwind_dwfl(struct hs_unwinder *u, const struct hs_unwind_regs *re
     c->last_sp = regs->rsp;
     c->res = res;
     c->stopped = false;
+    c->after_trampoline = false;
     if (regs->rip == 0) {
         res->stop = HS_UNWIND_NOT_CODE;
         return 0;

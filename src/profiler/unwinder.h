@@ -48,12 +48,17 @@
  * their mapped ELF files and parsed CIEs) comes on top.
  *
  * Invariants: pcs returned are absolute; pcs[0] is regs->rip (the capture point), the others
- * return addresses (subtract 1 to symbolize the call). Frames whose pc lies in a skip range
- * (the profiler's client library) are unwound through but not returned. Only pcs that lie in
- * an executable mapping of the current maps are returned; the pc that ended an unwind is in
- * hs_unwind_result.stop_pc. Every step must move the stack pointer up (to higher addresses)
- * and at most HS_UNWIND_MAX_STEPS steps are taken, so any input (garbage registers or stack)
- * ends in bounded time without reading outside the copy except as described above.
+ * call sites: the return address minus 1 (the lookup address above), inside the call
+ * instruction, as pprof's Location.address and bionic's frames mean it, except a frame
+ * interrupted by a signal, whose pc is exact. Each is symbolized as it is. The signal
+ * trampoline's own frame is a call site like the others in both modes (libdwfl calls it an
+ * activation; libgcc and the cached mode look it up at pc - 1, which its CFI covers). Frames
+ * whose call site lies in a skip range (the profiler's client library) are unwound through
+ * but not returned. Only pcs that lie in an executable mapping of the current maps are
+ * returned; the pc that ended an unwind is in hs_unwind_result.stop_pc. Every step must move
+ * the stack pointer up (to higher addresses) and at most HS_UNWIND_MAX_STEPS steps are taken,
+ * so any input (garbage registers or stack) ends in bounded time without reading outside the
+ * copy except as described above.
  *
  * Threading: an unwinder is not thread-safe; use one per profiled process and thread of the
  * daemon (or lock around it). Different unwinders can be used from different threads. Nothing

@@ -171,7 +171,12 @@ static void merge_period(struct hs_rep_profile *p, const char *type, const char 
     }
 }
 
-/* Symbolizes pc into a new location of p, in the given mapping (or HS_REP_NO_MAPPING). */
+/* Symbolizes pc into a new location of p, in the given mapping (or HS_REP_NO_MAPPING).
+ * Frames of dumps and unsymbolized profiles are call sites (heapscope's since call sites were
+ * stored, Android's, Go's) or return addresses (dumps of earlier heapscope versions), and the
+ * file does not say which: both are looked up at pc - 1, which lies inside the call
+ * instruction either way (an x86_64 call is at least 2 bytes long). The location keeps the pc
+ * as the file has it. */
 static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, uint64_t pc,
                            size_t mapping)
 {

@@ -169,8 +169,14 @@ class ProfilerTest(unittest.TestCase):
     def test_custom_heap(self):
         self.profile("--", WORKLOAD, "custom")
         pool = self.final("hp_workload.*.final.pool.pb.gz")
-        self.assertEqual(per_site(pool, "alloc_space").get("custom"), 1000 * 128)
-        self.assertEqual(per_site(pool, "inuse_space").get("custom"), 500 * 128)
+        # The reporting call is made by heapprofd.h's inline wrapper, inlined into custom():
+        # its call site names the wrapper, then custom() (a return address named custom()).
+        leaf = "heapscope_heap_report_alloc_if_loaded"
+        self.assertEqual(per_site(pool, "alloc_space").get(leaf), 1000 * 128)
+        self.assertEqual(per_site(pool, "inuse_space").get(leaf), 500 * 128)
+        out = subprocess.run([CLI, "report", "-q", "-f", "folded", pool], capture_output=True,
+                             text=True, check=True).stdout
+        self.assertRegex(out, r";custom \(hp_workload\.c:\d+\);%s \(heapprofd\.h:\d+\) " % leaf)
         self.assertIn("heap pool", comments(pool))
 
     def test_library_loaded_after_attach(self):

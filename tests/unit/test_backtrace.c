@@ -11,6 +11,7 @@
 #include "backtrace.h"
 #include "check.h"
 #include "log.h"
+#include "signal_trampoline.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -29,6 +30,7 @@
 #include <sys/mman.h>
 #include <sys/time.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #if defined(__clang__)
@@ -216,6 +218,18 @@ static const char *base_name(const char *p)
 
 static char g_exe[PATH_MAX];
 
+/* The target of the direct call (e8 rel32) whose instruction ends at ret, or 0 when the five
+ * bytes before ret are not one: a frame stored as a call site is ret - 1. */
+static uintptr_t call_target(uintptr_t ret)
+{
+    const unsigned char *p = (const unsigned char *)ret - 5;
+    if (p[0] != 0xe8)
+        return 0;
+    int32_t rel;
+    memcpy(&rel, p + 1, sizeof(rel));
+    return ret + (uintptr_t)(intptr_t)rel;
+}
+
 /* ---- The call chain ---- */
 
 static uintptr_t g_frames[HS_BACKTRACE_MAX_FRAMES];
@@ -280,9 +294,10 @@ static void check_lines_against_loader(void)
             bad_path++;
             fprintf(stderr, "frame %zu: path %s, expected %s\n", i, f.path, expect_path);
         }
-        /* Where both know a symbol, they must agree on where it starts. */
+        /* Where both know a symbol, they must agree on where it starts. Every frame is a
+         * call site (or an exact pc): it lies in its function. */
         Dl_info info;
-        uintptr_t lookup = i > 0 ? g_frames[i] - 1 : g_frames[i];
+        uintptr_t lookup = g_frames[i];
         if (f.sym[0] && dladdr((void *)lookup, &info) && info.dli_saddr && info.dli_sname &&
             (uintptr_t)info.dli_saddr <= lookup) {
             if (g_frames[i] - f.offset != (uintptr_t)info.dli_saddr) {
@@ -320,8 +335,16 @@ static TEST_NOINLINE void test_chain(void)
         CHECK(f.ok);
         CHECK_STREQ(f.sym, names[i]);
         CHECK_STREQ(f.path, g_exe);
-        /* The offset is from the function's start to the return address. */
+        /* The offset is from the function's start to the call site. */
         CHECK_EQ(f.offset, g_frames[i] - (uintptr_t)fns[i]);
+    }
+    /* Each frame is the last byte of the call to the function above it (a call site, not the
+     * return address after the call). */
+    const void *callees[] = {(void *)&hs_backtrace_capture, (void *)&bt_level_c,
+                             (void *)&bt_level_b, (void *)&bt_level_a, (void *)&bt_chain};
+    for (size_t i = 0; i < 5; i++) {
+        CHECK_EQ(call_target(g_frames[i] + 1), (uintptr_t)callees[i]);
+        CHECK(call_target(g_frames[i]) != (uintptr_t)callees[i]);
     }
     /* Deeper frames come from libc (__libc_start_call_main, ...). */
     parse_frame(msg(g_nlines - 1), &f);
@@ -448,8 +471,16 @@ static void test_special_frames(void)
     CHECK_EQ(f.offset, 4);
     CHECK_EQ(f.pc, getpid_addr + 4 - o.bias);
     parse_frame(msg(1), &f);
-    CHECK(strstr(f.sym, "getpid") != NULL); /* looked up at pc - 1 */
+    CHECK(strstr(f.sym, "getpid") != NULL);
     CHECK_EQ(f.offset, 1);
+    /* A frame after #00 is looked up as it is: an exact pc (a signal interrupted the
+     * function's first instruction) names its own function, not the one before. */
+    uintptr_t exact[] = {getpid_addr + 4, getpid_addr};
+    log_frames(exact, 2);
+    parse_frame(msg(1), &f);
+    CHECK(strstr(f.sym, "getpid") != NULL);
+    CHECK_EQ(f.offset, 0);
+    CHECK_EQ(f.pc, getpid_addr - o.bias);
 
     check_context("vdso");
     uintptr_t vdso = getauxval(AT_SYSINFO_EHDR);
@@ -482,6 +513,105 @@ TEST_NOINLINE void bt_signal_raiser(void)
 {
     raise(SIGUSR1);
     BARRIER();
+}
+
+/* A frame interrupted by a signal is exact. bt_faulting executes a ud2 at bt_fault_pc; the
+ * SIGILL handler captures through both paths and steps over the ud2. */
+extern const char bt_fault_pc[];
+
+TEST_NOINLINE void bt_faulting(void)
+{
+    __asm__ volatile(".globl bt_fault_pc\n"
+                     "bt_fault_pc:\n\t"
+                     "ud2\n");
+    BARRIER();
+}
+
+TEST_NOINLINE void bt_fault_caller(void)
+{
+    bt_faulting();
+    BARRIER();
+}
+
+/* A recursion of exactly `depth` frames (called through a volatile pointer, so that the
+ * compiler can neither inline nor unroll it), for captures whose skip must be exact. */
+static size_t deep_capture(int depth, uintptr_t *frames, size_t max, size_t skip);
+static size_t (*volatile g_deep)(int, uintptr_t *, size_t, size_t) = deep_capture;
+
+static TEST_NOINLINE size_t deep_capture(int depth, uintptr_t *frames, size_t max, size_t skip)
+{
+    size_t n =
+        depth == 0 ? hs_backtrace_capture(frames, max, skip) : g_deep(depth - 1, frames, max, skip);
+    BARRIER();
+    return n;
+}
+
+static uintptr_t g_fault_fast[64], g_fault_slow[64];
+static size_t g_fault_fast_n, g_fault_slow_n;
+
+static void fault_handler(int sig, siginfo_t *si, void *ctx)
+{
+    (void)sig;
+    (void)si;
+    g_fault_fast_n = hs_backtrace_capture(g_fault_fast, 64, 0);
+    /* 65 frames of deep_capture, all skipped: more than the fast path skips, so this is the
+     * unw_step path, starting at this handler. */
+    g_fault_slow_n = g_deep(64, g_fault_slow, 64, 65);
+    ucontext_t *uc = ctx;
+    uc->uc_mcontext.gregs[REG_RIP] += 2; /* over the ud2 */
+}
+
+/* Checks the frames around the interrupted one: the trampoline frame before it is a call site
+ * like the others, the interrupted pc is exact, its caller a call site again. */
+static void check_fault_frames(const uintptr_t *frames, size_t n, uintptr_t restorer)
+{
+    size_t k = 0;
+    while (k < n && frames[k] != (uintptr_t)bt_fault_pc)
+        k++;
+    CHECK(k > 0 && k + 1 < n);
+    if (!(k > 0 && k + 1 < n))
+        return;
+    CHECK_EQ(frames[k - 1], restorer - 1);
+    CHECK_EQ(call_target(frames[k + 1] + 1), (uintptr_t)&bt_faulting);
+    for (size_t i = 0; i < n; i++)
+        CHECK(frames[i] != (uintptr_t)bt_fault_pc - 1);
+}
+
+static void test_signal_frames(void)
+{
+    check_context("a frame interrupted by a signal is exact");
+    struct sigaction sa = {.sa_sigaction = fault_handler, .sa_flags = SA_SIGINFO}, old;
+    sigemptyset(&sa.sa_mask);
+    CHECK_EQ(sigaction(SIGILL, &sa, NULL), 0);
+    CHECK_EQ(sigaction(SIGILL, NULL, &old), 0);
+    uintptr_t restorer = (uintptr_t)old.sa_restorer; /* glibc's __restore_rt */
+    CHECK(restorer != 0);
+    bt_fault_caller();
+    signal(SIGILL, SIG_DFL);
+    CHECK(g_fault_fast_n > 4);
+    check_fault_frames(g_fault_fast, g_fault_fast_n, restorer);
+    CHECK(g_fault_slow_n > 4);
+    check_fault_frames(g_fault_slow, g_fault_slow_n, restorer);
+    /* Both start in the handler (at two different calls) and store the same frames above. */
+    CHECK_EQ(g_fault_slow_n, g_fault_fast_n);
+    CHECK(memcmp(g_fault_slow + 1, g_fault_fast + 1, (g_fault_slow_n - 1) * sizeof(uintptr_t)) ==
+          0);
+
+    check_context("signal trampoline");
+    CHECK(hs_is_signal_trampoline(restorer));
+    CHECK(!hs_is_signal_trampoline(restorer + 1));
+    CHECK(!hs_is_signal_trampoline(restorer - 1));
+    CHECK(!hs_is_signal_trampoline(0));
+    CHECK(!hs_is_signal_trampoline(UINTPTR_MAX));
+    CHECK(!hs_is_signal_trampoline((uintptr_t)&bt_faulting));
+    /* Code that looks like it, outside libc, is not read, nor is a page that cannot be. */
+    void *page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(page != MAP_FAILED);
+    CHECK(!hs_is_signal_trampoline((uintptr_t)page));
+    munmap(page, 4096);
+    CHECK_EQ(hs_call_site(0x1000, false), 0xfff);
+    CHECK_EQ(hs_call_site(0x1000, true), 0x1000);
+    CHECK_EQ(hs_call_site(0, false), 0);
 }
 
 static atomic_long g_prof_ticks, g_prof_ok;
@@ -725,6 +855,7 @@ int main(void)
     test_limits();
     test_special_frames();
     test_signals();
+    test_signal_frames();
     test_threads();
     test_cost();
     hs_log_set_sink(NULL, NULL);

@@ -284,7 +284,10 @@ static void test_backtrace_full(void)
     CHECK(dladdr((void *)getpid, &libc) != 0);
     uintptr_t a = (uintptr_t)dump_test_func_a + 5, b = (uintptr_t)dump_test_func_b + 1;
     uintptr_t c = (uintptr_t)getpid + 2;
-    add(0x2000, 200, 3, (uintptr_t[]){a, b, c});
+    /* Frames are call sites or exact pcs, looked up as they are: a pc at a function's first
+     * byte (where a signal interrupted it) names that function, not the one before. */
+    uintptr_t d = (uintptr_t)dump_test_func_b;
+    add(0x2000, 200, 4, (uintptr_t[]){a, b, d, c});
 
     char exe_path[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe_path, sizeof(exe_path) - 1);
@@ -306,12 +309,12 @@ static void test_backtrace_full(void)
              "Total memory: 500\nAllocation records: 2\nBacktrace size: 4\n\n"
              "z 0  sz      300  num    1  bt 1100 1200\n"
              "  bt_info {\"\" 1100 \"\" 0} {\"\" 1200 \"\" 0}\n"
-             "z 0  sz      200  num    1  bt %lx %lx %lx\n"
+             "z 0  sz      200  num    1  bt %lx %lx %lx %lx\n"
              "  bt_info {\"%s\" %lx \"dump_test_func_a\" 5} {\"%s\" %lx \"dump_test_func_b\" 1}"
-             " {\"%s\" %lx \"",
-             (unsigned long)a, (unsigned long)b, (unsigned long)c, exe_path,
-             (unsigned long)(a - exe_bias), exe_path, (unsigned long)(b - exe_bias), libc_path,
-             (unsigned long)(c - libc_bias));
+             " {\"%s\" %lx \"dump_test_func_b\" 0} {\"%s\" %lx \"",
+             (unsigned long)a, (unsigned long)b, (unsigned long)d, (unsigned long)c, exe_path,
+             (unsigned long)(a - exe_bias), exe_path, (unsigned long)(b - exe_bias), exe_path,
+             (unsigned long)(d - exe_bias), libc_path, (unsigned long)(c - libc_bias));
     /* The records come in size order: the 300 first. Compare up to libc's symbol name. */
     CHECK(strncmp(clean, expected, strlen(expected)) == 0);
     if (strncmp(clean, expected, strlen(expected)) != 0)

@@ -16,6 +16,7 @@
 #define UNW_LOCAL_ONLY
 #include "check.h"
 #include "proc_maps.h"
+#include "signal_trampoline.h"
 #include "unwinder.h"
 #include "unwinder_fixture.h"
 
@@ -75,8 +76,11 @@ __attribute__((noinline)) static void capture_here(struct cap *c)
     HS_UNWIND_CAPTURE_REGS(&c->regs);
     int n = unw_backtrace(tmp, MAX_FRAMES);
     c->nexp = n > 0 ? (size_t)n : 0;
+    /* The unwinder returns call sites: libunwind's return addresses minus 1, except the frame
+     * after a signal trampoline (exact). */
     for (size_t i = 0; i < c->nexp; i++)
-        c->exp[i] = (uintptr_t)tmp[i];
+        c->exp[i] = hs_call_site((uintptr_t)tmp[i],
+                                 i > 0 && hs_is_signal_trampoline((uintptr_t)tmp[i - 1]));
     size_t len = c->stack_end - c->regs.rsp;
     if (len > STACK_MAX)
         len = STACK_MAX;
@@ -202,7 +206,7 @@ static struct hs_unwinder *self_unwinder(enum hs_unwind_mode mode)
 static const char *name_of(uintptr_t pc, char *buf, size_t size)
 {
     Dl_info di;
-    if (dladdr((void *)(pc - 1), &di) && di.dli_fname) {
+    if (dladdr((void *)pc, &di) && di.dli_fname) {
         snprintf(buf, size, "%s!%s",
                  strrchr(di.dli_fname, '/') ? strrchr(di.dli_fname, '/') + 1 : di.dli_fname,
                  di.dli_sname ? di.dli_sname : "?");
@@ -225,7 +229,8 @@ static void dump_frames(const struct cap *c, const uintptr_t *pcs, size_t n)
 }
 
 /* The unwind gave libunwind's frames: pcs[0] is the capture point (libunwind's frame 0 is the
- * return address of its own call, in the same function), then the same return addresses. */
+ * return address of its own call, in the same function), then the same frames, as call
+ * sites. */
 static bool check_same(const struct cap *c, const uintptr_t *pcs, size_t n,
                        const struct hs_unwind_result *res)
 {
@@ -369,7 +374,7 @@ static void test_skip_and_max(void)
         struct hs_map m = {0};
         for (size_t i = 1; i < c->nexp && m.end == 0; i++) {
             Dl_info di;
-            if (dladdr((void *)(c->exp[i] - 1), &di) && di.dli_fname &&
+            if (dladdr((void *)c->exp[i], &di) && di.dli_fname &&
                 strstr(di.dli_fname, "/libuwfix.so"))
                 hs_maps_find(0, c->exp[i], &m);
         }
@@ -666,7 +671,7 @@ static void test_unknown_pc(void)
             memcpy(&v, d->stack + off, 8);
             memcpy(&prev, d->stack + off - 8, 8);
             memcpy(&next, d->stack + off + 8, 8);
-            if (v == d->exp[2] && prev != d->exp[1] && next != d->exp[3]) {
+            if (v == d->exp[2] + 1 && prev != d->exp[1] + 1 && next != d->exp[3] + 1) {
                 slot = off;
                 break;
             }

@@ -82,9 +82,10 @@ const char *hs_tracker_heap_name(const struct hs_tracker *t, uint32_t heap);
 /* True when the heap has at least one sample. */
 bool hs_tracker_heap_used(const struct hs_tracker *t, uint32_t heap);
 
-/* A sampled allocation: pcs[0..n) innermost first (absolute; pcs[0] is the capture point and
- * the others are return addresses). ts_ns: the client's timestamp. Returns 0, or -1 (out of
- * memory: the sample is lost and the tracker stays consistent; heap out of range: ignored). */
+/* A sampled allocation: pcs[0..n) innermost first (absolute; as hs_unwind returns them: the
+ * capture point, then call sites, a frame interrupted by a signal exact). ts_ns: the
+ * client's timestamp. Returns 0, or -1 (out of memory: the sample is lost and the tracker
+ * stays consistent; heap out of range: ignored). */
 int hs_tracker_malloc(struct hs_tracker *t, uint32_t heap, uint64_t seq, uint64_t addr,
                       uint64_t size, uint64_t sampled, const uintptr_t *pcs, size_t n,
                       uint64_t ts_ns);

@@ -7,19 +7,19 @@
  * by address; a maps line gets a pprof mapping (start, limit, file offset, path, and the
  * build id the symbolizer reported for the first pc met in it) the first time a pc of the
  * profile falls into it, so the profile has one mapping per maps line holding a pc. A
- * return address is looked up at pc - 1 (it may be the end of its mapping). A mapping's
- * has_functions, has_filenames, has_line_numbers and has_inline_frames are set when any pc
- * in it got a function name, a file, a line number or inlined frames.
+ * mapping's has_functions, has_filenames, has_line_numbers and has_inline_frames are set when
+ * any pc in it got a function name, a file, a line number or inlined frames.
  *
  * Locations: one per distinct absolute pc, found through a hash map pc -> location id, so
- * each pc is symbolized once per dump. The same pc can be the innermost frame of one stack
- * and a return address in another; the location is made when the pc is first met (in
- * callsite order, innermost frame first) and symbolized as that occurrence says (innermost
- * frames at pc, return addresses at pc - 1); later occurrences reuse it. Its lines are the
- * symbolizer's frames, innermost inlined function first: function name = demangled name,
- * system name = the symbol as stored, file name = source file, line number = source line.
+ * each pc is symbolized once per dump. The pcs are the unwinder's: the innermost frame's and
+ * a frame interrupted by a signal exact, the others call sites (return address - 1, inside
+ * the call instruction, what profile.proto's Location.address means), so every pc is
+ * symbolized, and its mapping found, at the pc itself. Its lines are the symbolizer's
+ * frames, innermost inlined function first: function name = demangled name, system name =
+ * the symbol as stored, file name = source file, line number = source line.
  * A pc the symbolizer knows nothing about (function "") gets no lines, so that pprof tools
- * show its address. The address is the pc as captured (a return address for outer frames).
+ * show its address. The address is the pc as the unwinder returned it (a call site for outer
+ * frames), so that pprof symbolizing it itself names the same line.
  *
  * Android. The live blocks (hs_tracker_foreach_live) are grouped by (stack, size): stacks
  * are interned in a pool with a hash map, so a block costs one lookup and no copy of its
@@ -219,8 +219,9 @@ static bool locs_reserve(struct pprof_ctx *c)
     return true;
 }
 
-/* The location of pc, made (and pc symbolized) the first time; 0 on failure. */
-static uint64_t location_of(struct pprof_ctx *c, uintptr_t pc, bool is_return_address)
+/* The location of pc, made (and pc symbolized) the first time; 0 on failure. pcs are call
+ * sites or exact (hs_unwind): each is looked up as it is. */
+static uint64_t location_of(struct pprof_ctx *c, uintptr_t pc)
 {
     if (!locs_reserve(c))
         return 0;
@@ -229,11 +230,8 @@ static uint64_t location_of(struct pprof_ctx *c, uintptr_t pc, bool is_return_ad
         if (c->locs[slot].pc == pc)
             return c->locs[slot].id;
 
-    size_t nf =
-        c->sym ? hs_symbolize(c->sym, pc, is_return_address, c->frames, HS_SYMBOLIZE_MAX_FRAMES)
-               : 0;
-    uintptr_t lookup = is_return_address && pc > 0 ? pc - 1 : pc;
-    struct wmap *m = maps_find(&c->maps, lookup);
+    size_t nf = c->sym ? hs_symbolize(c->sym, pc, 0, c->frames, HS_SYMBOLIZE_MAX_FRAMES) : 0;
+    struct wmap *m = maps_find(&c->maps, pc);
     uint64_t mapping_id = 0;
     if (m) {
         if (m->id == 0)
@@ -263,7 +261,7 @@ static uint64_t location_of(struct pprof_ctx *c, uintptr_t pc, bool is_return_ad
             m->has_inline = true;
     } else {
         /* No ELF symbol: JIT code, named by the runtime's perf map if it writes one. */
-        const char *jit = hs_perf_map_lookup(c->perf_map, lookup);
+        const char *jit = hs_perf_map_lookup(c->perf_map, pc);
         if (jit != NULL) {
             uint64_t fid = hs_pprof_function(c->p, jit, jit, "");
             if (fid == 0)
@@ -294,7 +292,7 @@ static int add_callsite(const uintptr_t *pcs, size_t n, const struct hs_callsite
     if (n > HS_TRACKER_MAX_FRAMES)
         n = HS_TRACKER_MAX_FRAMES;
     for (size_t i = 0; i < n; i++) {
-        ids[i] = location_of(c, pcs[i], i > 0);
+        ids[i] = location_of(c, pcs[i]);
         if (ids[i] == 0)
             return ctx_fail(c);
     }
