@@ -161,7 +161,7 @@ struct frame_desc {
 };
 
 /* Resolves the frame at pc (see hs_backtrace_log for what is printed). */
-static void describe_frame(struct symbolizer *s, size_t index, uintptr_t pc, struct frame_desc *d)
+static void describe_frame(struct symbolizer *s, uintptr_t pc, struct frame_desc *d)
 {
     /* Frames are call sites or exact pcs (hs_backtrace_capture): inside their function. */
     uintptr_t lookup = pc;
@@ -346,7 +346,7 @@ static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const st
     struct hs_backtrace_printer *p = s->printer;
     struct frame_desc d;
     if (!p || pc == 0) {
-        describe_frame(s, index, pc, &d);
+        describe_frame(s, pc, &d);
         if (d.kind == FRAME_UNKNOWN)
             put_line(o, "          #%02zu  pc %016lx  <unknown>", index, d.rel_pc);
         else if (d.kind == FRAME_NAMED)
@@ -365,7 +365,7 @@ static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const st
         }
     }
     char text[HS_LOG_LINE_MAX];
-    describe_frame(s, index, pc, &d);
+    describe_frame(s, pc, &d);
     size_t len = frame_text(&d, text, sizeof(text));
     put_line(o, "          #%02zu  pc %.*s", index, (int)len, text);
     if (memo_reserve(p)) {
