@@ -6,7 +6,9 @@ that neither can drift from the code (docs/packaging.md).
 """
 import os
 import re
+import shlex
 import subprocess
+import tempfile
 
 SOURCE = os.environ.get("HS_SOURCE_DIR", "")
 BUILD = os.environ.get("HS_BUILD_DIR", "")
@@ -218,3 +220,84 @@ class ManPage:
 def tag_options(tag):
     """The option spellings of an option tag: "-o, --options OPTIONS" -> [-o, --options]."""
     return [w for w in re.split(r"[\s,]+", tag) if re.fullmatch(r"--?[A-Za-z][A-Za-z0-9-]*", w)]
+
+
+# ---- bash completion -------------------------------------------------------------------
+
+COMPLETION = os.path.join(SOURCE, "dist", "bash-completion", "heapscope")
+
+
+def split_line(line):
+    """COMP_WORDS, COMP_CWORD and the text readline completes ($2) when TAB is pressed at the
+    end of line, as bash 5 makes them (checked against an interactive bash): blanks separate
+    words; a quoted part stays in its word, quote included, and an unclosed quote makes $2 the
+    text after it; outside quotes '=' (of COMP_WORDBREAKS) is a word of its own, and $2 is
+    what follows it."""
+    words, cur, quote = [], "", None
+    for ch in line:
+        if quote:
+            cur += ch
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+            cur += ch
+        elif ch in " \t":
+            if cur:
+                words.append(cur)
+            cur = ""
+        elif ch == "=":
+            if cur:
+                words.append(cur)
+            words.append("=")
+            cur = ""
+        else:
+            cur += ch
+    if cur or line[-1:] in (" ", "\t"):
+        words.append(cur)
+    last = words[-1]
+    if quote:
+        text = last[last.index(quote) + 1:]
+    elif last == "=":
+        text = ""
+    else:
+        text = last
+    return words, len(words) - 1, text
+
+
+def complete(line, script=COMPLETION, cwd=None, prelude=""):
+    """Completes line (TAB at its end) the way bash does: loads script, finds the function
+    'complete -p COMMAND' names, sets COMP_WORDS, COMP_CWORD, COMP_LINE and COMP_POINT and
+    calls it with the command, the text to complete and the previous word. Returns COMPREPLY
+    and the arguments of each compopt call (compopt, which only works inside a completion
+    bash started itself, is replaced by a recorder)."""
+    words, cword, text = split_line(line)
+    q = shlex.quote
+    with tempfile.NamedTemporaryFile("r") as log:
+        program = "\n".join([
+            "source %s || exit 3" % q(script),
+            "compopt() { printf '%%s\\n' \"$*\" >> %s; }" % q(log.name),
+            prelude,
+            "COMP_WORDS=(%s)" % " ".join(q(w) for w in words),
+            "COMP_CWORD=%d" % cword,
+            "COMP_LINE=%s" % q(line),
+            "COMP_POINT=%d" % len(line),
+            "spec=$(complete -p %s) || exit 3" % q(words[0]),
+            "func=${spec#*-F }; func=${func%% *}",
+            "COMPREPLY=()",
+            "$func %s %s %s" % (q(words[0]), q(text), q(words[cword - 1])),
+            "((${#COMPREPLY[@]} == 0)) || printf '%s\\n' \"${COMPREPLY[@]}\"",
+        ])
+        r = subprocess.run(["bash", "--norc", "--noprofile", "-c", program],
+                           capture_output=True, text=True, cwd=cwd, timeout=60)
+        if r.returncode != 0 or r.stderr:
+            raise AssertionError("completing %r: status %d, stderr %r"
+                                 % (line, r.returncode, r.stderr))
+        return r.stdout.splitlines(), log.read().splitlines()
+
+
+def completion_variable(name, script=COMPLETION):
+    r = subprocess.run(["bash", "--norc", "--noprofile", "-c",
+                        'source "$0" && printf "%s" "${!1}"', script, name],
+                       capture_output=True, text=True, check=True)
+    return r.stdout.split()
