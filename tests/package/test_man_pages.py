@@ -118,6 +118,17 @@ class Rendering(unittest.TestCase):
                 self.assertIn("NAME", r.stdout)
                 self.assertIn("SEE ALSO", r.stdout)
 
+    def test_mandb_reads_every_name(self):
+        """lexgrog parses NAME as mandb does for whatis and apropos: every name is there."""
+        for src in SOURCES:
+            built = os.path.join(MAN_DIR, os.path.basename(src)[:-3])
+            with self.subTest(page=built):
+                r = subprocess.run(["lexgrog", built], capture_output=True, text=True,
+                                   env=RENDER_ENV)
+                self.assertEqual((r.returncode, r.stderr), (0, ""))
+                names = re.findall(r'^[^:]+: "(\S+) - ', r.stdout, re.M)
+                self.assertEqual(names, pkgtest.ManPage(built).names())
+
 
 class MallocDebugPage(unittest.TestCase):
     """heapscope-malloc-debug(7) against src/malloc_debug."""
