@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps deps-bench configure build test demo bench fuzz install format clean
+.PHONY: all deps deps-bench configure build test demo bench fuzz install package format clean
 
 all: build
 
@@ -46,6 +46,11 @@ fuzz: deps
 
 install: build
 	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+# The Debian package, $(BUILD)/heapscope_VERSION_ARCH.deb, from its own build tree
+# ($(BUILD)/deb, prefix /usr): see docs/packaging.md.
+package: deps
+	@scripts/package.sh $(BUILD) $(JOBS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

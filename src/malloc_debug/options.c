@@ -453,3 +453,24 @@ bool hs_md_config_parse(struct hs_md_config *cfg, const char *options)
     errno = saved_errno;
     return ok;
 }
+
+bool hs_md_option_describe(size_t i, struct hs_md_option_doc *doc)
+{
+    static const char *const kinds[] = {
+        [HS_MD_VALUE_NONE] = "none",
+        [HS_MD_VALUE_OPTIONAL] = "optional",
+        [HS_MD_VALUE_REQUIRED] = "required",
+        [HS_MD_VALUE_STRING] = "string",
+    };
+    if (i >= sizeof(hs_md_options) / sizeof(hs_md_options[0]))
+        return false;
+    const struct hs_md_option *o = &hs_md_options[i];
+    doc->name = o->name;
+    doc->alias = o->alias;
+    doc->value = kinds[o->kind];
+    doc->def = o->def;
+    doc->min = o->min;
+    doc->max = o->max;
+    doc->def_str = o->def_str;
+    return true;
+}

@@ -86,4 +86,18 @@ bool hs_md_config_parse(struct hs_md_config *cfg, const char *options);
 /* The two lines logged after a parse error, pointing to the option documentation. */
 void hs_md_config_log_usage(void);
 
+/* One row of the option table, for what must list the options without drifting from the
+ * parser (the man page and shell completion tests). */
+struct hs_md_option_doc {
+    const char *name;
+    const char *alias;   /* NULL when there is none */
+    const char *value;   /* "none", "optional", "required" (numbers) or "string" */
+    size_t def;          /* the number an empty value means ("optional") */
+    size_t min, max;     /* accepted numbers, inclusive ("optional", "required") */
+    const char *def_str; /* the string an empty value means ("string") */
+};
+
+/* Describes row i of the table into *doc; false when there is no row i. */
+bool hs_md_option_describe(size_t i, struct hs_md_option_doc *doc);
+
 #endif
