@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "cli.h"
+#include "clock.h"
 #include "inject_status.h"
 #include "process_inject.h"
 
@@ -537,17 +538,23 @@ static int profile_running(struct profile_args *a, const char *daemon_path)
     sa.sa_handler = on_interrupt;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    /* The deadline in nanoseconds: whole seconds of two readings differ by one as soon as
+     * the second one crosses a second boundary, up to a second early. */
+    uint64_t deadline = hs_monotonic_ns() + (uint64_t)a->duration_s * 1000000000ull;
     while (!g_interrupted && r.finished < connected) {
-        int e = next_event(&d, line, sizeof(line), 200);
+        int timeout_ms = 200;
+        if (a->duration_s > 0) {
+            uint64_t now = hs_monotonic_ns();
+            if (now >= deadline)
+                break;
+            if ((deadline - now) / 1000000 < (uint64_t)timeout_ms)
+                timeout_ms = (int)((deadline - now + 999999) / 1000000);
+        }
+        int e = next_event(&d, line, sizeof(line), timeout_ms);
         if (e < 0)
             break;
         if (e == 1)
             handle_event(line, a, &r);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (a->duration_s > 0 && now.tv_sec - start.tv_sec >= a->duration_s)
-            break;
     }
     int drc = stop_daemon(&d, a, &r);
     if (!a->quiet && r.finished > 0)
@@ -648,7 +655,7 @@ int hs_cmd_profile(int argc, char **argv)
         case OPT_DURATION: {
             char *end;
             a.duration_s = strtol(optarg, &end, 10);
-            if (*end != '\0' || a.duration_s <= 0) {
+            if (*end != '\0' || a.duration_s <= 0 || a.duration_s > 3153600000L) {
                 fprintf(stderr, "heapscope profile: --duration takes a number of seconds\n");
                 return 2;
             }

@@ -88,6 +88,69 @@ class AttachTest(unittest.TestCase):
         # The first line ("spinning pid=P") was read by start().
         self.assertEqual(out.splitlines(), plain.stdout.splitlines()[1:])
 
+    def start_idle(self, env):
+        """attach_target idle: a quiet service that never allocates; its stderr in a file."""
+        err = open(os.path.join(self.dir, "target.err"), "w+")
+        prog = subprocess.Popen([TARGET, "idle", "60"], stdout=subprocess.PIPE,
+                                stderr=err, text=True, env=env)
+        self.progs.append(prog)
+        self.addCleanup(err.close)
+        self.assertTrue(prog.stdout.readline().startswith("ready pid="))
+        return prog, err
+
+    def timed_session(self, pid, seconds):
+        """profile -p PID --duration SECONDS; returns (stderr, seconds from the start of the
+        session to the end of the command)."""
+        profiler = subprocess.Popen([CLI, "profile", "-o", self.dir, "-p", str(pid),
+                                     "--duration", str(seconds)],
+                                    stderr=subprocess.PIPE, text=True, env=clean_env())
+        started, head = None, ""
+        for line in profiler.stderr:
+            head += line
+            if "profiling 1 process" in line:
+                started = time.monotonic()
+                break
+        rest = profiler.communicate(timeout=60)[1]
+        elapsed = time.monotonic() - started if started else 0
+        self.assertEqual(profiler.returncode, 0, head + rest)
+        return head + rest, elapsed
+
+    def test_attach_again_to_an_idle_process(self):
+        # A process that never allocates learns of the end of a session from the daemon's
+        # hang-up, not from its next sample: a second session finds it free.
+        prog, err = self.start_idle(clean_env())
+        for round in (1, 2):
+            stderr, elapsed = self.timed_session(prog.pid, 2)
+            self.assertIn("wrote %s/attach_target.%d%s.final.pb.gz"
+                          % (self.dir, prog.pid, "" if round == 1 else "-2"), stderr)
+            # --duration 2 lasts two seconds (a lower bound on a sleep, not a timing claim).
+            self.assertGreaterEqual(elapsed, 1.9, stderr)
+        self.assertIsNone(prog.poll())
+        prog.terminate()
+        prog.wait(timeout=30)
+        # Attached from outside: the tool reports, the program's stderr stays its own.
+        err.seek(0)
+        self.assertEqual(err.read(), "")
+
+    def test_attach_again_to_an_idle_preloaded_process(self):
+        env = clean_env()
+        env["LD_PRELOAD"] = CLIENT
+        prog, err = self.start_idle(env)
+        for round in (1, 2):
+            proc = self.profile("-p", str(prog.pid), "--duration", "1")
+            self.assertIn("profiling 1 process", proc.stderr)
+            # Preloaded: Android's log line, as soon as the session ends (no allocation).
+            want = "attach_target[%d] heapprofd: profiling stopped: the profiler daemon " \
+                   "ended the session\n" % prog.pid
+            for _ in range(100):
+                err.seek(0)
+                if err.read() == want * round:
+                    break
+                time.sleep(0.1)
+            err.seek(0)
+            self.assertEqual(err.read(), want * round)
+        self.assertIsNone(prog.poll())
+
     def test_library_loaded_after_attach(self):
         prog = self.start([WORKLOAD, "spin", "2", "4000", HP_LIB], "spinning pid=")
         profiler = subprocess.Popen([CLI, "profile", "-i", "1", "-o", self.dir, "-p",

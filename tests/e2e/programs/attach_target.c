@@ -5,7 +5,10 @@
  *                                  linked, and as attach_target_static, statically linked)
  *   attach_target seccomp SECONDS  installs a seccomp filter that allows every system call,
  *                                  then allocates in a loop like a server for SECONDS
+ *   attach_target idle SECONDS     prints "ready pid=P" and sleeps without allocating (a
+ *                                  quiet service: nothing but a signal wakes it)
  */
+#include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdio.h>
@@ -34,11 +37,22 @@ __attribute__((noinline)) static void *site_target(size_t n)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3 || (strcmp(argv[1], "sleep") != 0 && strcmp(argv[1], "seccomp") != 0)) {
-        fprintf(stderr, "usage: attach_target sleep|seccomp SECONDS\n");
+    if (argc != 3 || (strcmp(argv[1], "sleep") != 0 && strcmp(argv[1], "seccomp") != 0 &&
+                      strcmp(argv[1], "idle") != 0)) {
+        fprintf(stderr, "usage: attach_target sleep|seccomp|idle SECONDS\n");
         return 2;
     }
     int seconds = atoi(argv[2]);
+    if (strcmp(argv[1], "idle") == 0) {
+        printf("ready pid=%d\n", (int)getpid());
+        fflush(stdout);
+        /* Woken by signals (the profiling signal among them): sleeps out the rest each time. */
+        struct timespec left = {seconds, 0};
+        while (nanosleep(&left, &left) != 0 && errno == EINTR)
+            ;
+        printf("done idle\n");
+        return 0;
+    }
     if (strcmp(argv[1], "seccomp") == 0 && install_allow_all_filter() != 0) {
         perror("seccomp");
         return 1;
