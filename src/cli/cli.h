@@ -30,8 +30,12 @@ bool hs_cli_parse_options(const char *command, const char *program, const char *
 char *hs_read_small_file(const char *path, size_t *len);
 
 /* The maps of a process a command was pointed at, or NULL after telling why (no such
- * process, another user's, not allowed to inspect). */
+ * process, another user's, exited (a zombie), not allowed to inspect). */
 char *hs_target_maps(const char *command, pid_t pid, size_t *len);
+
+/* True when process pid is gone or has exited and is a zombie (kill(pid, 0) still works on
+ * those): nothing will answer a request any more. */
+bool hs_process_exited(pid_t pid);
 
 /* The value of name in a NUL-separated environment block (/proc/PID/environ), or NULL. */
 const char *hs_environ_value(const char *env, size_t len, const char *name);

@@ -204,7 +204,7 @@ int hs_cmd_dumpheap(int argc, char **argv)
             unlink(dump);
             return 1;
         }
-        if (kill((pid_t)pid, 0) != 0) {
+        if (hs_process_exited((pid_t)pid)) {
             fprintf(stderr, "heapscope dumpheap: process %ld exited before its dump was complete\n",
                     pid);
             return 1;

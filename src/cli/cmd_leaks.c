@@ -196,7 +196,7 @@ static int check_process(const struct pid_args *a)
             free(text);
             return failed ? 1 : 0;
         }
-        if (kill(pid, 0) != 0) {
+        if (hs_process_exited(pid)) {
             fprintf(stderr, "heapscope leaks: process %d exited before answering\n", (int)pid);
             return 1;
         }

@@ -64,6 +64,27 @@ class Cli(Case):
         r = cli(["debug", "--program", "other", BUGS, "rear_overflow_1"])
         self.assertNotIn("CORRUPTED", r.stderr)
 
+    def test_zombie_target_has_exited(self):
+        # A child that exited and was not waited for: kill(pid, 0) still finds it.
+        import time
+        zombie = subprocess.Popen(["sh", "-c", "exit 3"])
+        try:
+            for _ in range(500):
+                with open("/proc/%d/stat" % zombie.pid) as f:
+                    if f.read().rpartition(")")[2].split()[0] == "Z":
+                        break
+                time.sleep(0.01)
+            want = "process %d (sh) has exited: it is a zombie, whose parent has not " \
+                   "collected its exit status yet" % zombie.pid
+            for command in (["leaks", "-p"], ["leaks", "--no-inject", "-p"],
+                            ["profile", "-p"], ["profile", "--no-inject", "-p"],
+                            ["dumpheap", "-p"]):
+                r = cli(command + [str(zombie.pid)])
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stderr, "heapscope %s: %s\n" % (command[0], want))
+        finally:
+            zombie.wait()
+
     def test_missing_program(self):
         r = cli(["debug"])
         self.assertEqual(r.returncode, 2)
