@@ -25,6 +25,11 @@ int hs_find_library(const char *name, char *out, size_t cap);
 bool hs_cli_parse_options(const char *command, const char *program, const char *options,
                           struct hs_md_config *cfg);
 
+/* Checks, before a program is exec'ed with HEAPSCOPE_LOG_FILE=pattern, that the shim will be
+ * able to write its log there. Returns true, or false after printing "heapscope COMMAND:
+ * cannot write the log file PATH: REASON". */
+bool hs_check_log_file(const char *command, const char *pattern);
+
 /* Reads a whole small file (/proc maps, environ) into a malloc'ed, NUL-terminated buffer;
  * NULL with errno set. */
 char *hs_read_small_file(const char *path, size_t *len);
