@@ -25,6 +25,11 @@ int hs_find_library(const char *name, char *out, size_t cap);
 bool hs_cli_parse_options(const char *command, const char *program, const char *options,
                           struct hs_md_config *cfg);
 
+/* Whether path can be written (tried by creating it, removed again when it did not exist):
+ * false with the reason in why ("No such file or directory", "No space left on device (its
+ * file system is full)" ...). */
+bool hs_file_writable(const char *path, char *why, size_t cap);
+
 /* Checks, before a program is exec'ed with HEAPSCOPE_LOG_FILE=pattern, that the shim will be
  * able to write its log there. Returns true, or false after printing "heapscope COMMAND:
  * cannot write the log file PATH: REASON". */
