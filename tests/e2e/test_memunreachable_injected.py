@@ -4,6 +4,7 @@ itself, or (to test the library's injected init alone) by tests/e2e/programs/mu_
 import os
 import re
 import subprocess
+import sys
 import unittest
 
 from e2e import CLI, SHIM, Case, clean_env
@@ -12,6 +13,22 @@ PROGRAM = os.environ["HS_MU_INJECTED"]
 LIB = os.environ["HS_MEMUNREACHABLE"]
 NOTE = ("  Not started under heapscope: no allocation backtraces; leaks of the same size are "
         "grouped.")
+
+
+# Traces process argv[1] (PTRACE_SEIZE: it keeps running) and passes every signal on.
+TRACER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pid = int(sys.argv[1])
+assert libc.ptrace(0x4206, pid, None, None) == 0  # PTRACE_SEIZE
+print("tracing", flush=True)
+while True:
+    _, status = os.waitpid(pid, 0x40000000)  # __WALL
+    if not os.WIFSTOPPED(status):
+        break
+    sig = os.WSTOPSIG(status)
+    libc.ptrace(7, pid, None, sig if sig != 5 else 0)  # PTRACE_CONT
+"""
 
 
 def start(*args, env=None):
@@ -108,8 +125,39 @@ class Injected(Case):
             proc.wait(timeout=60)
         self.assertEqual(proc.returncode, 0, err)
         self.assertEqual(out.strip(), "done")
-        self.assertIn("memunreachable: %d bytes in 4 allocations unreachable" % (3 * small + big),
-                      err)
+        # Checked from outside: the reports went to the command, none into the program's
+        # own stderr.
+        self.assertEqual(err, "")
+
+    def test_failed_check_says_why_to_the_command(self):
+        # A thread traced by another process (a small tracer that passes every signal on)
+        # cannot be stopped: the check fails, and the reason reaches the command, not the
+        # program's stderr.
+        proc = start(LIB)
+        tracer = None
+        try:
+            read_facts(proc)
+            tracer = subprocess.Popen([sys.executable, "-c", TRACER, str(proc.pid)],
+                                      stdout=subprocess.PIPE, text=True)
+            self.assertEqual(tracer.stdout.readline().strip(), "tracing")
+            r = check(proc.pid)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.stdout.splitlines()[:2], [
+                "error: the unreachable-memory check failed",
+                "  thread capture: ptrace(PTRACE_SEIZE) of thread %d refused (Operation not "
+                "permitted): it is already traced by process %d (python3)"
+                % (proc.pid, tracer.pid)], r.stdout)
+        finally:
+            if tracer:
+                tracer.kill()  # the tracee is let go
+                tracer.wait()
+                tracer.stdout.close()
+            proc.stdin.close()
+            proc.stdout.read()
+            err = proc.stderr.read()
+            proc.wait(timeout=60)
+        self.assertEqual(proc.returncode, 0, err)  # unharmed
+        self.assertEqual(err, "")
 
     def test_injection_refused_by_a_program_that_handles_the_signal(self):
         proc = start("-", "handler")
