@@ -118,6 +118,16 @@ class Injected(Case):
             self.assertEqual(proc.stdout.readline().strip(), "more_ok")
             third = check(proc.pid)
             self.assertEqual(third.stdout.splitlines()[0], lines[0])
+            # What the check notes on the way (here the sweeper, a process of its own, cut a
+            # heap walk short) comes with the report, not in the program's stderr.
+            proc.stdin.write("corrupt\n")
+            proc.stdin.flush()
+            self.assertEqual(proc.stdout.readline().strip(), "corrupt_ok 1")
+            fourth = check(proc.pid)
+            self.assertEqual(fourth.returncode, 0, fourth.stdout + fourth.stderr)
+            noted = fourth.stdout.split("  Noted during the check:\n")
+            self.assertEqual(len(noted), 2, fourth.stdout)
+            self.assertRegex(noted[1], r"^    glibc heap: ", fourth.stdout)
         finally:
             proc.stdin.close()
             out = proc.stdout.read()
