@@ -210,7 +210,6 @@ static bool in_arena_head(pid_t pid, uintptr_t addr)
 
 struct target_status {
     long uid;
-    long tracer;
     int seccomp;
 };
 
@@ -223,14 +222,11 @@ static bool read_status(pid_t pid, struct target_status *st)
     if (!text)
         return false;
     st->uid = -1;
-    st->tracer = 0;
     st->seccomp = 0;
     for (char *line = text; line && *line;
          line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, "Uid:", 4) == 0)
             st->uid = strtol(line + 4, NULL, 10);
-        else if (strncmp(line, "TracerPid:", 10) == 0)
-            st->tracer = strtol(line + 10, NULL, 10);
         else if (strncmp(line, "Seccomp:", 8) == 0)
             st->seccomp = (int)strtol(line + 8, NULL, 10);
     }
@@ -256,6 +252,60 @@ static void process_name(pid_t pid, char *out, size_t cap)
     snprintf(out, cap, "%s", text ? text : "?");
     free(text);
     out[strcspn(out, "\n")] = '\0';
+}
+
+/* The thread of pid that another process traces, and that tracer (0 when none). */
+static long traced_thread(pid_t pid, pid_t *tid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    long tracer = 0;
+    struct dirent *e;
+    while (tracer == 0 && (e = readdir(d))) {
+        long t = strtol(e->d_name, NULL, 10);
+        if (t <= 0)
+            continue;
+        size_t len;
+        char status[96];
+        snprintf(status, sizeof(status), "/proc/%d/task/%ld/status", (int)pid, t);
+        char *text = hs_read_small_file(status, &len);
+        const char *line = text ? strstr(text, "\nTracerPid:") : NULL;
+        tracer = line ? strtol(line + 11, NULL, 10) : 0;
+        if (tracer != 0)
+            *tid = (pid_t)t;
+        free(text);
+    }
+    closedir(d);
+    return tracer;
+}
+
+/* Says who traces pid, when another process does (the main thread or any other): another
+ * heapscope at work (loading its own library: `profile -p` and `leaks -p` racing), or a
+ * debugger. Returns true when it did. */
+static bool say_tracer(const char *command, pid_t pid, const char *name)
+{
+    pid_t tid = pid;
+    long tracer = traced_thread(pid, &tid);
+    if (tracer == 0)
+        return false;
+    char tracer_name[64], thread[48] = "";
+    process_name((pid_t)tracer, tracer_name, sizeof(tracer_name));
+    if (tid != pid)
+        snprintf(thread, sizeof(thread), " (its thread %d)", (int)tid);
+    if (strcmp(tracer_name, "heapscope") == 0)
+        fprintf(stderr,
+                "heapscope %s: process %d (%s) is being traced by another heapscope (process "
+                "%ld)%s, which is loading its own library into it; try again when it is done\n",
+                command, (int)pid, name, tracer, thread);
+    else
+        fprintf(stderr,
+                "heapscope %s: process %d (%s) is already traced%s by process %ld (%s), a "
+                "debugger or another tool; detach it first\n",
+                command, (int)pid, name, thread, tracer, tracer_name);
+    return true;
 }
 
 /* ---- The library as the target sees it ------------------------------------------------------ */
@@ -578,15 +628,8 @@ static int preflight(const char *command, pid_t pid, const struct hs_inject_opti
                 command, (int)pid, name, st.uid);
         return -1;
     }
-    if (st.tracer != 0) {
-        char tracer[64];
-        process_name((pid_t)st.tracer, tracer, sizeof(tracer));
-        fprintf(stderr,
-                "heapscope %s: process %d (%s) is already traced by process %ld (%s), a debugger "
-                "or another tool; detach it first\n",
-                command, (int)pid, name, st.tracer, tracer);
+    if (say_tracer(command, pid, name))
         return -1;
-    }
     if (st.seccomp == 1 || (st.seccomp == 2 && !opt->allow_seccomp)) {
         fprintf(stderr,
                 "heapscope %s: process %d (%s) runs under seccomp %s: loading the library "
@@ -674,8 +717,12 @@ int hs_inject_library(const char *command, pid_t pid, const struct hs_inject_opt
             int err = stop_thread(&h, tids[i], deadline);
             res->threads_tried++;
             if (err == EPERM || err == EACCES) {
-                fprintf(stderr, "heapscope %s: cannot trace process %d: %s\n", command, (int)pid,
-                        hs_inject_ptrace_refusal(err, yama_scope(), getuid() == 0));
+                /* Traced since the checks (another heapscope racing us), or refused. */
+                char name[64];
+                process_name(pid, name, sizeof(name));
+                if (!say_tracer(command, pid, name))
+                    fprintf(stderr, "heapscope %s: cannot trace process %d: %s\n", command,
+                            (int)pid, hs_inject_ptrace_refusal(err, yama_scope(), getuid() == 0));
                 goto out;
             }
             if (err != 0) {

@@ -15,7 +15,9 @@
  * dynamic loader; a thread running inside them is single-stepped until it leaves them.
  *
  * Refusals, each with a clear message: no such process; another user's process (without
- * root); a statically linked program (no loader to call); a process already traced; a seccomp
+ * root); a statically linked program (no loader to call); a process one thread of which is
+ * traced already (the tracer named: another heapscope loading its own library, or a
+ * debugger; looked at again when PTRACE_SEIZE is refused, for one that came since); a seccomp
  * filter (unless allowed: dlopen's and the library's system calls might be forbidden, and a
  * filter may kill the process for them); ptrace refused (Yama's ptrace_scope, a
  * non-dumpable process). A process in another mount namespace (a container) gets a copy of

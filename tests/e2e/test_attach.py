@@ -13,7 +13,7 @@ import tempfile
 import time
 import unittest
 
-from e2e import clean_env, per_site
+from e2e import clean_env, per_site, start_tracer, stop_tracer
 
 CLI = os.environ["HS_CLI"]
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
@@ -235,6 +235,48 @@ class AttachTest(unittest.TestCase):
             self.assertIn("is already traced by process %d" % os.getpid(), proc.stderr)
         finally:
             libc.ptrace(PTRACE_DETACH, prog.pid, None, None)
+
+    def test_traced_thread_names_its_tracer(self):
+        # Not the main thread: traced since the first check, or only one thread, the
+        # process cannot be loaded into while another process traces any of its threads.
+        prog = self.start(SPIN, "spinning pid=")
+        for _ in range(500):
+            other = [int(t) for t in os.listdir("/proc/%d/task" % prog.pid)
+                     if int(t) != prog.pid]
+            if other:
+                break
+            time.sleep(0.01)
+        other = min(other)
+        tracer = start_tracer(other, self.dir)
+        try:
+            for command in ("leaks", "profile"):
+                proc = subprocess.run([CLI, command, "-p", str(prog.pid)], capture_output=True,
+                                      text=True, env=clean_env(), timeout=60)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertEqual(proc.stderr, "heapscope %s: process %d (hp_workload) is "
+                                 "already traced (its thread %d) by process %d (python3), a "
+                                 "debugger or another tool; detach it first\n"
+                                 % (command, prog.pid, other, tracer.pid))
+        finally:
+            stop_tracer(tracer)
+        self.assertFalse(client_loaded(prog.pid))
+
+    def test_process_traced_by_another_heapscope(self):
+        # `leaks -p` while `profile -p` loads its client (or the other way round): the other
+        # heapscope is named, not a security module.
+        prog = self.start([TARGET, "idle", "30"], "ready pid=")
+        tracer = start_tracer(prog.pid, self.dir, name="heapscope")
+        try:
+            for command in ("leaks", "profile"):
+                proc = subprocess.run([CLI, command, "-p", str(prog.pid)], capture_output=True,
+                                      text=True, env=clean_env(), timeout=60)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertEqual(proc.stderr, "heapscope %s: process %d (attach_target) is "
+                                 "being traced by another heapscope (process %d), which is "
+                                 "loading its own library into it; try again when it is done\n"
+                                 % (command, prog.pid, tracer.pid))
+        finally:
+            stop_tracer(tracer)
 
     @unittest.skipUnless(os.getuid() == 0, "needs root to run as another user")
     def test_process_of_another_user_is_refused(self):

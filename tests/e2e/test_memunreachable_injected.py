@@ -4,31 +4,15 @@ itself, or (to test the library's injected init alone) by tests/e2e/programs/mu_
 import os
 import re
 import subprocess
-import sys
+import tempfile
 import unittest
 
-from e2e import CLI, SHIM, Case, clean_env
+from e2e import CLI, SHIM, Case, clean_env, start_tracer, stop_tracer
 
 PROGRAM = os.environ["HS_MU_INJECTED"]
 LIB = os.environ["HS_MEMUNREACHABLE"]
 NOTE = ("  Not started under heapscope: no allocation backtraces; leaks of the same size are "
         "grouped.")
-
-
-# Traces process argv[1] (PTRACE_SEIZE: it keeps running) and passes every signal on.
-TRACER = r"""
-import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-pid = int(sys.argv[1])
-assert libc.ptrace(0x4206, pid, None, None) == 0  # PTRACE_SEIZE
-print("tracing", flush=True)
-while True:
-    _, status = os.waitpid(pid, 0x40000000)  # __WALL
-    if not os.WIFSTOPPED(status):
-        break
-    sig = os.WSTOPSIG(status)
-    libc.ptrace(7, pid, None, sig if sig != 5 else 0)  # PTRACE_CONT
-"""
 
 
 def start(*args, env=None):
@@ -145,11 +129,11 @@ class Injected(Case):
         # program's stderr.
         proc = start(LIB)
         tracer = None
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
         try:
             read_facts(proc)
-            tracer = subprocess.Popen([sys.executable, "-c", TRACER, str(proc.pid)],
-                                      stdout=subprocess.PIPE, text=True)
-            self.assertEqual(tracer.stdout.readline().strip(), "tracing")
+            tracer = start_tracer(proc.pid, tmp.name)
             r = check(proc.pid)
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertEqual(r.stdout.splitlines()[:2], [
@@ -159,9 +143,7 @@ class Injected(Case):
                 % (proc.pid, tracer.pid)], r.stdout)
         finally:
             if tracer:
-                tracer.kill()  # the tracee is let go
-                tracer.wait()
-                tracer.stdout.close()
+                stop_tracer(tracer)
             proc.stdin.close()
             proc.stdout.read()
             err = proc.stderr.read()
