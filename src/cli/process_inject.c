@@ -116,6 +116,7 @@ struct target_layout {
     } glibc[MAX_RANGES];
     unsigned num_glibc;
     bool has_loader;
+    uintptr_t glibc_rw_end; /* end of the mapping just seen when it was glibc's writable data */
     /* dlopen, dlsym and dlerror inside the target (0 when not found). */
     uintptr_t dlopen_fn, dlsym_fn, dlerror_fn;
     char libc_path[PATH_MAX];
@@ -175,8 +176,20 @@ static int collect_layout(const struct hs_map *m, void *arg)
 {
     struct target_layout *t = arg;
     const char *name = base_name(m->path);
-    if (m->inode == 0 || !is_glibc_part(name))
+    uintptr_t rw_end = t->glibc_rw_end;
+    t->glibc_rw_end = 0;
+    if (m->inode == 0) {
+        /* The anonymous mapping right after an object's writable data is its .bss: glibc
+         * keeps locks there too (stdio's, malloc's list_lock ...). */
+        if (m->start == rw_end && m->path[0] == '\0' && (m->perms & HS_MAP_WRITE) &&
+            t->num_glibc < MAX_RANGES)
+            t->glibc[t->num_glibc++] = (typeof(t->glibc[0])){m->start, m->end, true};
         return 0;
+    }
+    if (!is_glibc_part(name))
+        return 0;
+    if (m->perms & HS_MAP_WRITE)
+        t->glibc_rw_end = m->end;
     if (is_loader(name))
         t->has_loader = true;
     if (t->num_glibc < MAX_RANGES) {
@@ -448,10 +461,74 @@ static int stop_thread(struct hijack *h, pid_t tid, uint64_t deadline_ns)
     return 0;
 }
 
+/* Brings the thread into a ptrace stop, which detaching needs. After a step or a call that
+ * did not come back in time it may still run: left traced until this command exits (the
+ * kernel then lets it go without clearing the trap flag), or with a step's SIGTRAP on its
+ * way, it would die of that SIGTRAP. A signal of its own met on the way is kept for the
+ * detach; the SIGTRAP of our steps is dropped. */
+static void stop_for_detach(struct hijack *h)
+{
+    struct user_regs_struct now;
+    if (ptrace(PTRACE_GETREGS, h->tid, NULL, &now) == 0 || errno != ESRCH)
+        return; /* stopped already, or not ours any more */
+    if (ptrace(PTRACE_INTERRUPT, h->tid, NULL, NULL) != 0)
+        return; /* gone */
+    int status;
+    if (wait_thread(h->tid, &status, hs_monotonic_ns() + 2000000000ull) <= 0 ||
+        !WIFSTOPPED(status))
+        return;
+    int sig = WSTOPSIG(status);
+    if (!stopped_by_interrupt(status) && (status >> 16) == 0 && sig != SIGTRAP &&
+        !h->pending_signal)
+        h->pending_signal = sig;
+}
+
+/* SIGTRAP queued for the thread (its own pending set, /proc/PID/task/TID/status SigPnd). */
+static bool trap_pending(const struct hijack *h)
+{
+    char path[96];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)h->pid, (int)h->tid);
+    char *text = hs_read_small_file(path, &len);
+    const char *line = text ? strstr(text, "\nSigPnd:") : NULL;
+    unsigned long long pending = line ? strtoull(line + 8, NULL, 16) : 0;
+    free(text);
+    return (pending & (1ull << (SIGTRAP - 1))) != 0;
+}
+
+/* A step over a system call that we interrupted leaves the step's SIGTRAP queued, to be
+ * delivered once the thread runs: after the detach, where nothing would catch it and it would
+ * kill the process. Lets the thread take it while still ours (a signal-delivery stop), and
+ * drops it; a signal of its own met on the way is kept for the detach. */
+static void drop_step_trap(struct hijack *h)
+{
+    for (int i = 0; i < 4 && trap_pending(h); i++) {
+        int status;
+        if (ptrace(PTRACE_CONT, h->tid, NULL, NULL) != 0 ||
+            wait_thread(h->tid, &status, hs_monotonic_ns() + 1000000000ull) <= 0 ||
+            !WIFSTOPPED(status))
+            return;
+        int sig = WSTOPSIG(status);
+        if (!stopped_by_interrupt(status) && (status >> 16) == 0 && sig != SIGTRAP &&
+            !h->pending_signal)
+            h->pending_signal = sig;
+    }
+}
+
+/* Gives the thread back: its registers as they were when stopped (restore), and a signal that
+ * arrived meanwhile. */
+static void detach_thread(struct hijack *h, bool restore)
+{
+    stop_for_detach(h);
+    drop_step_trap(h);
+    if (restore)
+        ptrace(PTRACE_SETREGS, h->tid, NULL, &h->saved);
+    ptrace(PTRACE_DETACH, h->tid, NULL, (void *)(long)h->pending_signal);
+}
+
 static void release_thread(struct hijack *h)
 {
-    ptrace(PTRACE_SETREGS, h->tid, NULL, &h->saved);
-    ptrace(PTRACE_DETACH, h->tid, NULL, (void *)(long)h->pending_signal);
+    detach_thread(h, true);
 }
 
 /* True when the thread, as stopped, may call dlopen (see the header comment). */
@@ -573,8 +650,9 @@ static int remote_call(struct hijack *h, uintptr_t fn, uintptr_t a0, uintptr_t a
                    "registers";
             return -1;
         }
-        /* The program's own signal: delivered now, as it would be during any call. */
-        ptrace(PTRACE_CONT, h->tid, NULL, (void *)(long)sig);
+        /* The program's own signal: delivered now, as it would be during any call; but a
+         * SIGTRAP is a step's of ours left queued (see drop_step_trap): dropped. */
+        ptrace(PTRACE_CONT, h->tid, NULL, (void *)(long)(sig == SIGTRAP ? 0 : sig));
     }
 }
 
@@ -727,7 +805,7 @@ int hs_inject_library(const char *command, pid_t pid, const struct hs_inject_opt
             }
             if (err != 0) {
                 if (err != ESRCH)
-                    ptrace(PTRACE_DETACH, tids[i], NULL, NULL);
+                    detach_thread(&h, false); /* seized, but it would not stop in time */
                 continue; /* that thread exited, or would not stop: try the next */
             }
             if (h.mem_fd < 0) {

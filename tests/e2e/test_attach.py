@@ -236,6 +236,29 @@ class AttachTest(unittest.TestCase):
         finally:
             libc.ptrace(PTRACE_DETACH, prog.pid, None, None)
 
+    def test_process_stuck_in_the_c_library_is_left_unharmed(self):
+        # Both threads wait for a lock of the C library's own (in its .bss): neither is at a
+        # point where dlopen may run. The command gives up after its 5 s, and the process
+        # runs on as it was: no SIGTRAP left behind by the single steps to kill it.
+        prog = self.start([TARGET, "stuck", "30"], "ready pid=")
+        for _ in range(500):  # until both wait in futex(2), the deadlock made
+            calls = []
+            for t in os.listdir("/proc/%d/task" % prog.pid):
+                with open("/proc/%d/task/%s/syscall" % (prog.pid, t)) as f:
+                    calls.append(f.read().split()[0])
+            if calls == ["202", "202"]:
+                break
+            time.sleep(0.01)
+        self.assertEqual(calls, ["202", "202"])
+        proc = self.profile("-p", str(prog.pid), expect_rc=1)
+        self.assertIn("no thread of process %d stopped outside the C library and the loader "
+                      "within 5000 ms" % prog.pid, proc.stderr)
+        with self.assertRaises(subprocess.TimeoutExpired, msg="the process died"):
+            prog.wait(timeout=1)
+        self.assertFalse(client_loaded(prog.pid))
+        with open("/proc/%d/status" % prog.pid) as f:
+            self.assertIn("TracerPid:\t0\n", f.read())
+
     def test_traced_thread_names_its_tracer(self):
         # Not the main thread: traced since the first check, or only one thread, the
         # process cannot be loaded into while another process traces any of its threads.

@@ -7,10 +7,16 @@
  *                                  then allocates in a loop like a server for SECONDS
  *   attach_target idle SECONDS     prints "ready pid=P" and sleeps without allocating (a
  *                                  quiet service: nothing but a signal wakes it)
+ *   attach_target stuck SECONDS    prints "ready pid=P", then its two threads deadlock on
+ *                                  stdout's and stderr's locks (the C library's own data):
+ *                                  no thread ever reaches a point where a library may be
+ *                                  loaded; exits after SECONDS all the same (alarm)
  */
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +41,41 @@ __attribute__((noinline)) static void *site_target(size_t n)
     return p;
 }
 
+static void *lock_stderr_then_stdout(void *arg)
+{
+    (void)arg;
+    flockfile(stderr);
+    flockfile(stdout); /* held by main: waits for good */
+    return NULL;
+}
+
+static int stuck(int seconds)
+{
+    printf("ready pid=%d\n", (int)getpid());
+    fflush(stdout);
+    alarm((unsigned)seconds); /* the default action ends the deadlock */
+    flockfile(stdout);
+    pthread_t t;
+    if (pthread_create(&t, NULL, lock_stderr_then_stdout, NULL) != 0)
+        return 1;
+    while (ftrylockfile(stderr) == 0) { /* until the thread holds it */
+        funlockfile(stderr);
+        sched_yield();
+    }
+    flockfile(stderr); /* held by the thread: waits for good */
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3 || (strcmp(argv[1], "sleep") != 0 && strcmp(argv[1], "seccomp") != 0 &&
-                      strcmp(argv[1], "idle") != 0)) {
-        fprintf(stderr, "usage: attach_target sleep|seccomp|idle SECONDS\n");
+                      strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "stuck") != 0)) {
+        fprintf(stderr, "usage: attach_target sleep|seccomp|idle|stuck SECONDS\n");
         return 2;
     }
     int seconds = atoi(argv[2]);
+    if (strcmp(argv[1], "stuck") == 0)
+        return stuck(seconds);
     if (strcmp(argv[1], "idle") == 0) {
         printf("ready pid=%d\n", (int)getpid());
         fflush(stdout);
