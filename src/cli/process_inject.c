@@ -267,6 +267,19 @@ static void process_name(pid_t pid, char *out, size_t cap)
     out[strcspn(out, "\n")] = '\0';
 }
 
+/* The parent of process pid (its /proc status PPid), 0 when unknown. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *text = hs_read_small_file(path, &len);
+    const char *line = text ? strstr(text, "\nPPid:") : NULL;
+    pid_t parent = line ? (pid_t)strtol(line + 6, NULL, 10) : 0;
+    free(text);
+    return parent;
+}
+
 /* The thread of pid that another process traces, and that tracer (0 when none). */
 static long traced_thread(pid_t pid, pid_t *tid)
 {
@@ -312,6 +325,12 @@ static bool say_tracer(const char *command, pid_t pid, const char *name)
         fprintf(stderr,
                 "heapscope %s: process %d (%s) is being traced by another heapscope (process "
                 "%ld)%s, which is loading its own library into it; try again when it is done\n",
+                command, (int)pid, name, tracer, thread);
+    else if (parent_of((pid_t)tracer) == pid)
+        fprintf(stderr,
+                "heapscope %s: process %d (%s) is being traced by its own child process %ld%s: "
+                "a leak check running inside it (heapscope leaks -p), or a crash handler of the "
+                "program's; try again when it is done\n",
                 command, (int)pid, name, tracer, thread);
     else
         fprintf(stderr,

@@ -301,6 +301,17 @@ class AttachTest(unittest.TestCase):
         finally:
             stop_tracer(tracer)
 
+    def test_process_traced_by_its_own_child(self):
+        # A leak check's collector (or a crash handler) is a child of the process.
+        prog = self.start([TARGET, "traced", "30"], "ready pid=")
+        with open("/proc/%d/status" % prog.pid) as f:
+            tracer = int(f.read().split("TracerPid:")[1].split()[0])
+        proc = self.profile("-p", str(prog.pid), expect_rc=1)
+        self.assertEqual(proc.stderr, "heapscope profile: process %d (attach_target) is being "
+                         "traced by its own child process %d: a leak check running inside it "
+                         "(heapscope leaks -p), or a crash handler of the program's; try again "
+                         "when it is done\n" % (prog.pid, tracer))
+
     @unittest.skipUnless(os.getuid() == 0, "needs root to run as another user")
     def test_process_of_another_user_is_refused(self):
         prog = self.start([TARGET, "sleep", "30"], "ready pid=")

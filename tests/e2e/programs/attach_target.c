@@ -7,6 +7,9 @@
  *                                  then allocates in a loop like a server for SECONDS
  *   attach_target idle SECONDS     prints "ready pid=P" and sleeps without allocating (a
  *                                  quiet service: nothing but a signal wakes it)
+ *   attach_target traced SECONDS   a child of its own traces it (as a leak check's collector
+ *                                  or a crash handler does), passing its signals on; prints
+ *                                  "ready pid=P" once traced, then sleeps
  *   attach_target stuck SECONDS    prints "ready pid=P", then its two threads deadlock on
  *                                  stdout's and stderr's locks (the C library's own data):
  *                                  no thread ever reaches a point where a library may be
@@ -21,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +54,49 @@ static void *lock_stderr_then_stdout(void *arg)
     return NULL;
 }
 
+/* The child: traces its parent and passes every signal on, until the parent is gone. */
+static int trace_parent(pid_t parent)
+{
+    if (ptrace(PTRACE_SEIZE, parent, NULL, NULL) != 0)
+        return 1;
+    for (;;) {
+        int status;
+        if (waitpid(parent, &status, __WALL) != parent || !WIFSTOPPED(status))
+            return 0;
+        int sig = WSTOPSIG(status);
+        ptrace(PTRACE_CONT, parent, NULL, (void *)(long)((status >> 16) || sig == SIGTRAP ? 0 : sig));
+    }
+}
+
+static int traced(int seconds)
+{
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); /* Yama: a child may trace us */
+    pid_t parent = getpid(), child = fork();
+    if (child < 0)
+        return 1;
+    if (child == 0)
+        _exit(trace_parent(parent));
+    for (int i = 0; i < 500; i++) { /* until the child traces us */
+        char path[64], buf[2048];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)parent);
+        FILE *f = fopen(path, "re");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        const char *t = strstr(buf, "TracerPid:");
+        if (t && atoi(t + 10) == (int)child)
+            break;
+        usleep(10000);
+    }
+    printf("ready pid=%d\n", (int)getpid());
+    fflush(stdout);
+    sleep((unsigned)seconds);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    return 0;
+}
+
 static int stuck(int seconds)
 {
     printf("ready pid=%d\n", (int)getpid());
@@ -69,13 +117,16 @@ static int stuck(int seconds)
 int main(int argc, char **argv)
 {
     if (argc != 3 || (strcmp(argv[1], "sleep") != 0 && strcmp(argv[1], "seccomp") != 0 &&
-                      strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "stuck") != 0)) {
-        fprintf(stderr, "usage: attach_target sleep|seccomp|idle|stuck SECONDS\n");
+                      strcmp(argv[1], "idle") != 0 && strcmp(argv[1], "stuck") != 0 &&
+                      strcmp(argv[1], "traced") != 0)) {
+        fprintf(stderr, "usage: attach_target sleep|seccomp|idle|stuck|traced SECONDS\n");
         return 2;
     }
     int seconds = atoi(argv[2]);
     if (strcmp(argv[1], "stuck") == 0)
         return stuck(seconds);
+    if (strcmp(argv[1], "traced") == 0)
+        return traced(seconds);
     if (strcmp(argv[1], "idle") == 0) {
         printf("ready pid=%d\n", (int)getpid());
         fflush(stdout);
