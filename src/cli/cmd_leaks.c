@@ -172,6 +172,12 @@ static int check_process(const struct pid_args *a)
                 strerror(errno));
         return 1;
     }
+    char why[256];
+    if (!hs_file_writable(report, why, sizeof(why))) {
+        fprintf(stderr, "heapscope leaks: process %d cannot write its report %s: %s\n", (int)pid,
+                report, why);
+        return 1;
+    }
     if (kill(pid, SIGRTMAX - 16) != 0) {
         fprintf(stderr, "heapscope leaks: cannot signal process %d: %s\n", (int)pid,
                 strerror(errno));

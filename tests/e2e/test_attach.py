@@ -259,6 +259,24 @@ class AttachTest(unittest.TestCase):
         with open("/proc/%d/status" % prog.pid) as f:
             self.assertIn("TracerPid:\t0\n", f.read())
 
+    @unittest.skipUnless(os.getuid() == 0 and shutil.which("unshare"),
+                         "needs root and unshare to mount a small tmpfs")
+    def test_leaks_report_on_a_full_tmp(self):
+        # The process writes its report in /tmp: here a full 64 KiB tmpfs of our own.
+        script = ('mount -t tmpfs -o size=64k none /tmp || exit 99; '
+                  'dd if=/dev/zero of=/tmp/fill bs=4k 2>/dev/null; '
+                  '"$1" idle 30 >/dev/null & sleep 0.3; '
+                  '"$2" leaks --timeout 5 -p $!; rc=$?; kill $!; echo "pid=$!"; exit $rc')
+        r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", TARGET, CLI],
+                           capture_output=True, text=True, env=clean_env(), timeout=60)
+        if r.returncode == 99:
+            self.skipTest("cannot mount a tmpfs here: " + r.stderr)
+        pid = int(r.stdout.split("pid=")[1])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("heapscope leaks: process %d cannot write its report "
+                      "/tmp/heapscope_unreachable.%d.txt: No space left on device (its file "
+                      "system is full)\n" % (pid, pid), r.stderr)
+
     def test_traced_thread_names_its_tracer(self):
         # Not the main thread: traced since the first check, or only one thread, the
         # process cannot be loaded into while another process traces any of its threads.
