@@ -161,21 +161,21 @@ static bool target_ready(const struct pid_args *a)
 
 static int check_process(const struct pid_args *a)
 {
-    if (!target_ready(a))
-        return 1;
     pid_t pid = a->pid;
     int timeout_s = a->timeout_s;
-    char report[64];
+    char report[64], why[256];
     snprintf(report, sizeof(report), REPORT_PATTERN, (int)pid);
+    /* Before anything is loaded into the process: nothing could come of it. */
+    if (kill(pid, 0) == 0 && !hs_file_writable(report, why, sizeof(why))) {
+        fprintf(stderr, "heapscope leaks: process %d cannot write its report %s: %s\n", (int)pid,
+                report, why);
+        return 1;
+    }
+    if (!target_ready(a))
+        return 1;
     if (unlink(report) != 0 && errno != ENOENT) {
         fprintf(stderr, "heapscope leaks: cannot remove the old report %s: %s\n", report,
                 strerror(errno));
-        return 1;
-    }
-    char why[256];
-    if (!hs_file_writable(report, why, sizeof(why))) {
-        fprintf(stderr, "heapscope leaks: process %d cannot write its report %s: %s\n", (int)pid,
-                report, why);
         return 1;
     }
     if (kill(pid, SIGRTMAX - 16) != 0) {

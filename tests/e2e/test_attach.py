@@ -276,6 +276,7 @@ class AttachTest(unittest.TestCase):
         self.assertIn("heapscope leaks: process %d cannot write its report "
                       "/tmp/heapscope_unreachable.%d.txt: No space left on device (its file "
                       "system is full)\n" % (pid, pid), r.stderr)
+        self.assertNotIn("loaded the detector", r.stderr)  # nothing loaded for nothing
 
     def test_traced_thread_names_its_tracer(self):
         # Not the main thread: traced since the first check, or only one thread, the
