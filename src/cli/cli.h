@@ -35,6 +35,12 @@ bool hs_file_writable(const char *path, char *why, size_t cap);
  * cannot write the log file PATH: REASON". */
 bool hs_check_log_file(const char *command, const char *pattern);
 
+/* Checks, before a program is exec'ed with the malloc debug options cfg, the files the shim
+ * will write by itself: record_allocs_file (with record_allocs) and, when pid_known (the
+ * options apply to the program itself, whose pid is ours), the heap dump at exit (with
+ * backtrace_dump_on_exit). Returns true, or false after printing which and why. */
+bool hs_check_shim_files(const char *command, const struct hs_md_config *cfg, bool pid_known);
+
 /* Reads a whole small file (/proc maps, environ) into a malloc'ed, NUL-terminated buffer;
  * NULL with errno set. */
 char *hs_read_small_file(const char *path, size_t *len);

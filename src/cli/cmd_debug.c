@@ -102,6 +102,8 @@ int hs_cmd_debug(int argc, char **argv)
 
     if (log_file && !hs_check_log_file("debug", log_file))
         return 1;
+    if (!hs_check_shim_files("debug", &cfg, program == NULL))
+        return 1;
     char lib[PATH_MAX];
     if (hs_find_library("libmalloc_debug.so", lib, sizeof(lib)) != 0)
         return 1;

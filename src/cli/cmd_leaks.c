@@ -74,6 +74,8 @@ static int run_program(char **argv, const char *options, const char *log_file, l
     }
     if (log_file && !hs_check_log_file("leaks", log_file))
         return 1;
+    if (!hs_check_shim_files("leaks", &cfg, true))
+        return 1;
     char lib[PATH_MAX], number[32];
     if (hs_find_library("libmemunreachable.so", lib, sizeof(lib)) != 0)
         return 1;

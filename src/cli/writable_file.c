@@ -1,8 +1,9 @@
 /* writable_file.c: whether a file that something else will write can be written, checked
  * before that something starts: `debug -l FILE` and `leaks -l FILE` (the program is exec'ed in
  * place, and once it runs only the shim can say that its log fails: once, on the program's
- * stderr, src/common/log.c), `dumpheap` (the process writes the dump where the command then
- * looks for it). What can be seen beforehand (a missing directory, no permission, a
+ * stderr, src/common/log.c), the files the shim writes by itself (the allocation records,
+ * the heap dump at exit), `dumpheap` and `leaks -p` (the process writes the dump or the report
+ * where the command then looks for it). What can be seen beforehand (a missing directory, no permission, a
  * read-only or full file system) stops the command with the path and the reason. */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -71,4 +72,24 @@ bool hs_check_log_file(const char *command, const char *pattern)
         return true;
     fprintf(stderr, "heapscope %s: cannot write the log file %s: %s\n", command, path, why);
     return false;
+}
+
+bool hs_check_shim_files(const char *command, const struct hs_md_config *cfg, bool pid_known)
+{
+    char path[PATH_MAX + 32], why[128];
+    if ((cfg->options & HS_OPT_RECORD_ALLOCS) &&
+        !hs_file_writable(cfg->record_allocs_file, why, sizeof(why))) {
+        fprintf(stderr, "heapscope %s: cannot write the allocation records to %s: %s\n", command,
+                cfg->record_allocs_file, why);
+        return false;
+    }
+    /* The pid is the program's: it is exec'ed in place. */
+    snprintf(path, sizeof(path), "%s.%d.exit.txt", cfg->backtrace_dump_prefix, (int)getpid());
+    if ((cfg->options & HS_OPT_BACKTRACE_DUMP_ON_EXIT) && pid_known &&
+        !hs_file_writable(path, why, sizeof(why))) {
+        fprintf(stderr, "heapscope %s: cannot write the heap dump at exit to %s: %s\n", command,
+                path, why);
+        return false;
+    }
+    return true;
 }

@@ -81,6 +81,19 @@ class Cli(Case):
         self.assertIn("SIZE 100 HAS A CORRUPTED REAR GUARD", bodies[2])
         self.assertEqual(sum("cannot write the log file" in b for b in bodies), 1)
 
+    def test_debug_files_of_the_shim_that_cannot_be_written(self):
+        # The allocation records and the heap dump at exit: seen before the program runs.
+        r = cli(["debug", "-o", "record_allocs record_allocs_file=/nonexistent-dir/rec.txt",
+                 BUGS, "clean"])
+        self.assertEqual((r.returncode, r.stdout), (1, ""), r.stderr)
+        self.assertEqual(r.stderr, "heapscope debug: cannot write the allocation records to "
+                         "/nonexistent-dir/rec.txt: No such file or directory\n")
+        r = cli(["leaks", "-o", "backtrace backtrace_dump_on_exit "
+                 "backtrace_dump_prefix=/nonexistent-dir/heap", BUGS, "clean"])
+        self.assertEqual((r.returncode, r.stdout), (1, ""), r.stderr)
+        self.assertRegex(r.stderr, r"^heapscope leaks: cannot write the heap dump at exit to "
+                         r"/nonexistent-dir/heap\.\d+\.exit\.txt: No such file or directory\n$")
+
     @unittest.skipUnless(os.getuid() == 0 and shutil.which("unshare"),
                          "needs root and unshare to mount a small tmpfs")
     def test_debug_log_on_a_file_system_that_fills_up(self):
