@@ -32,7 +32,9 @@ static void usage(FILE *out)
         "      --program NAME     enable only in processes whose program name is NAME\n"
         "                         (children of PROGRAM inherit the setting)\n"
         "  -l, --log FILE         append reports to FILE instead of stderr; %%p in FILE\n"
-        "                         becomes the process id\n"
+        "                         becomes the process id. A FILE that cannot be written\n"
+        "                         stops the command; one that fails later (a full disk)\n"
+        "                         is said once on stderr, where the reports then go\n"
         "  -h, --help             show this help\n"
         "\n"
         "Malloc debug options (full list and meaning: docs/malloc_debug.md):\n"
@@ -98,6 +100,10 @@ int hs_cmd_debug(int argc, char **argv)
     if (!hs_cli_parse_options("debug", argv[optind], options, &cfg))
         return 2;
 
+    if (log_file && !hs_check_log_file("debug", log_file))
+        return 1;
+    if (!hs_check_shim_files("debug", &cfg, program == NULL))
+        return 1;
     char lib[PATH_MAX];
     if (hs_find_library("libmalloc_debug.so", lib, sizeof(lib)) != 0)
         return 1;

@@ -9,6 +9,7 @@
  * shim's own parser.
  */
 #include "cli.h"
+#include "heap_dump.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -106,6 +107,19 @@ static bool dump_unavailable(const char *path)
     return unavailable;
 }
 
+/* The process could not write its dump (heap_dump.h): the reason, into why. */
+static bool dump_failed(const char *path, char *why, size_t cap)
+{
+    size_t len, n = strlen(HS_MD_HEAP_DUMP_FAILED);
+    char *text = hs_read_small_file(path, &len);
+    bool failed = text && len > n && strncmp(text, HS_MD_HEAP_DUMP_FAILED, n) == 0 &&
+                  text[len - 1] == '\n';
+    if (failed)
+        snprintf(why, cap, "%.*s", (int)(len - n - 1), text + n);
+    free(text);
+    return failed;
+}
+
 /* Moves src to dst (copying across file systems). Returns 0 or -1 with errno set. */
 static int move_file(const char *src, const char *dst)
 {
@@ -121,9 +135,13 @@ static int move_file(const char *src, const char *dst)
     int rc = out && fwrite(data, 1, len, out) == len ? 0 : -1;
     if (out && fclose(out) != 0)
         rc = -1;
+    int err = errno;
     free(data);
     if (rc == 0)
         unlink(src);
+    else if (out)
+        unlink(dst); /* no half dump under the name asked for */
+    errno = err;
     return rc;
 }
 
@@ -187,6 +205,12 @@ int hs_cmd_dumpheap(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
+    char why[256];
+    if (!hs_file_writable(dump, why, sizeof(why))) {
+        fprintf(stderr, "heapscope dumpheap: process %ld cannot write its heap dump %s: %s\n",
+                pid, dump, why);
+        return 1;
+    }
     if (kill((pid_t)pid, SIGRTMAX - DUMP_SIGNAL_OFFSET) != 0) {
         fprintf(stderr, "heapscope dumpheap: cannot signal process %ld: %s\n", pid,
                 strerror(errno));
@@ -196,6 +220,13 @@ int hs_cmd_dumpheap(int argc, char **argv)
     for (long waited_ms = 0;; waited_ms += 20) {
         if (dump_complete(dump))
             break;
+        if (dump_failed(dump, why, sizeof(why))) {
+            fprintf(stderr, "heapscope dumpheap: process %ld could not write its heap dump %s: "
+                            "%s\n",
+                    pid, dump, why);
+            unlink(dump);
+            return 1;
+        }
         if (dump_unavailable(dump)) {
             fprintf(stderr,
                     "heapscope dumpheap: process %ld has backtraces turned off right now "
@@ -204,7 +235,7 @@ int hs_cmd_dumpheap(int argc, char **argv)
             unlink(dump);
             return 1;
         }
-        if (kill((pid_t)pid, 0) != 0) {
+        if (hs_process_exited((pid_t)pid)) {
             fprintf(stderr, "heapscope dumpheap: process %ld exited before its dump was complete\n",
                     pid);
             return 1;

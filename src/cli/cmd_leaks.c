@@ -72,6 +72,10 @@ static int run_program(char **argv, const char *options, const char *log_file, l
                         "or verify_pointers\n");
         return 2;
     }
+    if (log_file && !hs_check_log_file("leaks", log_file))
+        return 1;
+    if (!hs_check_shim_files("leaks", &cfg, true))
+        return 1;
     char lib[PATH_MAX], number[32];
     if (hs_find_library("libmemunreachable.so", lib, sizeof(lib)) != 0)
         return 1;
@@ -159,12 +163,18 @@ static bool target_ready(const struct pid_args *a)
 
 static int check_process(const struct pid_args *a)
 {
-    if (!target_ready(a))
-        return 1;
     pid_t pid = a->pid;
     int timeout_s = a->timeout_s;
-    char report[64];
+    char report[64], why[256];
     snprintf(report, sizeof(report), REPORT_PATTERN, (int)pid);
+    /* Before anything is loaded into the process: nothing could come of it. */
+    if (kill(pid, 0) == 0 && !hs_file_writable(report, why, sizeof(why))) {
+        fprintf(stderr, "heapscope leaks: process %d cannot write its report %s: %s\n", (int)pid,
+                report, why);
+        return 1;
+    }
+    if (!target_ready(a))
+        return 1;
     if (unlink(report) != 0 && errno != ENOENT) {
         fprintf(stderr, "heapscope leaks: cannot remove the old report %s: %s\n", report,
                 strerror(errno));
@@ -196,7 +206,7 @@ static int check_process(const struct pid_args *a)
             free(text);
             return failed ? 1 : 0;
         }
-        if (kill(pid, 0) != 0) {
+        if (hs_process_exited(pid)) {
             fprintf(stderr, "heapscope leaks: process %d exited before answering\n", (int)pid);
             return 1;
         }

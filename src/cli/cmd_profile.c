@@ -10,10 +10,13 @@
  *       written when the processes exit, at --duration, or on Ctrl-C (the processes then
  *       run on unprofiled).
  * The daemon reports on a pipe (heapprofd.c: "ready", "connected PID", "refused PID: WHY",
- * "finished PID PROFILE"); its log goes to OUTDIR/heapprofd.log.
+ * "finished PID PROFILE", "error TEXT"); its log goes to OUTDIR/heapprofd.log. A file that
+ * could not be written (a profile, the log) is said with its path and the reason, and the
+ * command then exits non-zero (with the program's status when that is not 0).
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "cli.h"
+#include "clock.h"
 #include "inject_status.h"
 #include "process_inject.h"
 
@@ -49,6 +52,8 @@ static void usage(FILE *out)
             "separate daemon, and the program runs at nearly full speed. Writes pprof profiles\n"
             "(allocated and in-use bytes and objects per call stack) named\n"
             "PROGRAM.PID.final.pb.gz; view them with 'heapscope report FILE' or any pprof tool.\n"
+            "Exits with PROGRAM's status, or 1 when it is 0 but a profile or the log could\n"
+            "not be written (each said with its path and the reason) or the daemon died.\n"
             "\n"
             "  -- PROGRAM ARGS       run PROGRAM and profile it until it exits\n"
             "  -p, --pid PID[,PID]   profile running processes until they exit, --duration\n"
@@ -374,24 +379,38 @@ static int next_event(struct daemon_proc *d, char *line, size_t cap, int timeout
 }
 
 struct results {
-    int finished, refused;
+    int connected; /* sessions the daemon accepted */
+    int finished;  /* sessions it ended */
+    int written;   /* of those, the ones whose final profile was written */
+    int refused;
+    int errors; /* files it could not write (said as they came) */
+    int died;   /* the signal that killed the daemon, 0 when it exited */
 };
 
 static void handle_event(const char *line, struct profile_args *a, struct results *r)
 {
-    if (strncmp(line, "finished ", 9) == 0) {
+    if (strncmp(line, "connected ", 10) == 0) {
+        r->connected++;
+    } else if (strncmp(line, "finished ", 9) == 0) {
         r->finished++;
         const char *file = strchr(line + 9, ' ');
-        if (!a->quiet && file != NULL && file[1] != '\0')
-            fprintf(stderr, "heapscope profile: process %.*s: wrote %s\n", (int)(file - line - 9),
-                    line + 9, file + 1);
+        if (file != NULL && file[1] != '\0') {
+            r->written++;
+            if (!a->quiet)
+                fprintf(stderr, "heapscope profile: process %.*s: wrote %s\n",
+                        (int)(file - line - 9), line + 9, file + 1);
+        }
     } else if (strncmp(line, "refused ", 8) == 0) {
         r->refused++;
         fprintf(stderr, "heapscope profile: the profiler refused %s\n", line + 8);
+    } else if (strncmp(line, "error ", 6) == 0) {
+        r->errors++;
+        fprintf(stderr, "heapscope profile: %s\n", line + 6);
     }
 }
 
-/* Stops the daemon and collects its last reports. Returns its exit status. */
+/* Stops the daemon and collects its last reports. Returns its exit status (1 when it died,
+ * with r->died set: the caller says so, with what it means). */
 static int stop_daemon(struct daemon_proc *d, struct profile_args *a, struct results *r)
 {
     kill(d->pid, SIGTERM);
@@ -403,11 +422,28 @@ static int stop_daemon(struct daemon_proc *d, struct profile_args *a, struct res
         ;
     close(d->events);
     if (WIFSIGNALED(status)) {
-        fprintf(stderr, "heapscope profile: the profiler daemon died (signal %d)\n",
-                WTERMSIG(status));
+        r->died = WTERMSIG(status);
         return 1;
     }
     return WEXITSTATUS(status);
+}
+
+/* What became of the profiles, when something went wrong; says nothing when all is well. */
+static void say_outcome(const struct results *r, int drc, const struct profile_args *a)
+{
+    if (r->died != 0) {
+        fprintf(stderr, "heapscope profile: the profiler daemon died (signal %d)%s; see %s/"
+                        "heapprofd.log\n",
+                r->died,
+                r->connected > r->written
+                    ? r->written ? ": some profiles were not written" : ": no profile was written"
+                    : "",
+                a->out_dir);
+    } else if (drc != 0) {
+        fprintf(stderr, "heapscope profile: the profiler daemon ended with status %d; see %s/"
+                        "heapprofd.log\n",
+                drc, a->out_dir);
+    }
 }
 
 static bool wait_ready(struct daemon_proc *d)
@@ -424,12 +460,28 @@ static bool wait_ready(struct daemon_proc *d)
 
 /* ---- Running a program ---------------------------------------------------------------------- */
 
+/* The child's exec failed (its errno came down the pipe): it said why, and exits 127. */
+static bool exec_failed(int status_fd)
+{
+    int err;
+    ssize_t n;
+    while ((n = read(status_fd, &err, sizeof(err))) < 0 && errno == EINTR)
+        ;
+    close(status_fd);
+    return n == (ssize_t)sizeof(err);
+}
+
 static int run_program(struct profile_args *a, char **argv, const char *lib,
                        const char *daemon_path)
 {
     struct daemon_proc d;
     if (start_daemon(a, daemon_path, &d) < 0 || !wait_ready(&d))
         return 1;
+    int exec_status[2]; /* close-on-exec: end of file once the program runs */
+    if (pipe2(exec_status, O_CLOEXEC) != 0) {
+        perror("heapscope profile: pipe");
+        return 1;
+    }
     pid_t child = fork();
     if (child < 0) {
         perror("heapscope profile: fork");
@@ -445,35 +497,41 @@ static int run_program(struct profile_args *a, char **argv, const char *lib,
             _exit(127);
         }
         close(d.events);
+        close(exec_status[0]);
         execvp(argv[0], argv);
-        fprintf(stderr, "heapscope profile: cannot run '%s': %s\n", argv[0], strerror(errno));
+        int err = errno;
+        fprintf(stderr, "heapscope profile: cannot run '%s': %s\n", argv[0], strerror(err));
+        ssize_t told = write(exec_status[1], &err, sizeof(err));
+        (void)told; /* nothing more to do about it: exit 127 says it too */
         _exit(127);
     }
+    close(exec_status[1]);
+    bool not_run = exec_failed(exec_status[0]);
     /* Like time(1): Ctrl-C is for the program; this command stays to finish the profile. */
     signal(SIGINT, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR)
         ;
-    struct results r = {0, 0};
+    struct results r = {0};
     char line[8192];
     while (next_event(&d, line, sizeof(line), 0) == 1)
         handle_event(line, a, &r);
     int drc = stop_daemon(&d, a, &r);
-    if (r.finished == 0 && !a->quiet)
+    say_outcome(&r, drc, a);
+    if (not_run)
+        return 127; /* said by the child */
+    if (r.connected == 0 && r.died == 0 && !a->quiet)
         fprintf(stderr,
                 "heapscope profile: no profile was written: '%s' never connected (a static "
                 "program, or one that clears LD_PRELOAD?); see %s/heapprofd.log\n",
                 argv[0], a->out_dir);
-    else if (!a->quiet)
+    else if (r.written > 0 && !a->quiet)
         fprintf(stderr, "heapscope profile: view with 'heapscope report FILE' (or pprof)\n");
-    if (drc != 0 && !a->quiet)
-        fprintf(stderr,
-                "heapscope profile: the daemon ended with status %d (see %s/heapprofd.log)\n", drc,
-                a->out_dir);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return WEXITSTATUS(status);
+    int program = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    /* The program's status, unless it is 0 and the profiling failed. */
+    bool failed = r.errors > 0 || r.died != 0 || drc != 0;
+    return program == 0 && failed ? 1 : program;
 }
 
 /* ---- Running processes ------------------------------------------------------------------- */
@@ -500,7 +558,7 @@ static int profile_running(struct profile_args *a, const char *daemon_path)
     struct daemon_proc d;
     if (start_daemon(a, daemon_path, &d) < 0 || !wait_ready(&d))
         return 1;
-    struct results r = {0, 0};
+    struct results r = {0};
     int connected = 0;
     for (int i = 0; i < a->num_targets; i++) {
         union sigval v = {.sival_int = (int)d.pid};
@@ -516,15 +574,17 @@ static int profile_running(struct profile_args *a, const char *daemon_path)
         waited += 100;
         if (e < 0)
             break;
-        if (e == 1 && strncmp(line, "connected ", 10) == 0)
-            connected++;
-        else if (e == 1)
+        if (e == 1)
             handle_event(line, a, &r);
+        connected = r.connected;
     }
     if (connected == 0) {
-        fprintf(stderr, "heapscope profile: no process connected to the profiler%s\n",
-                r.refused ? "" : " (is another profiling session running in it?)");
-        stop_daemon(&d, a, &r);
+        int drc = stop_daemon(&d, a, &r);
+        if (r.died != 0 || drc != 0)
+            say_outcome(&r, drc, a);
+        else
+            fprintf(stderr, "heapscope profile: no process connected to the profiler%s\n",
+                    r.refused ? "" : " (is another profiling session running in it?)");
         return 1;
     }
     if (!a->quiet)
@@ -537,22 +597,29 @@ static int profile_running(struct profile_args *a, const char *daemon_path)
     sa.sa_handler = on_interrupt;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    struct timespec start, now;
-    clock_gettime(CLOCK_MONOTONIC, &start);
+    /* The deadline in nanoseconds: whole seconds of two readings differ by one as soon as
+     * the second one crosses a second boundary, up to a second early. */
+    uint64_t deadline = hs_monotonic_ns() + (uint64_t)a->duration_s * 1000000000ull;
     while (!g_interrupted && r.finished < connected) {
-        int e = next_event(&d, line, sizeof(line), 200);
+        int timeout_ms = 200;
+        if (a->duration_s > 0) {
+            uint64_t now = hs_monotonic_ns();
+            if (now >= deadline)
+                break;
+            if ((deadline - now) / 1000000 < (uint64_t)timeout_ms)
+                timeout_ms = (int)((deadline - now + 999999) / 1000000);
+        }
+        int e = next_event(&d, line, sizeof(line), timeout_ms);
         if (e < 0)
             break;
         if (e == 1)
             handle_event(line, a, &r);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (a->duration_s > 0 && now.tv_sec - start.tv_sec >= a->duration_s)
-            break;
     }
     int drc = stop_daemon(&d, a, &r);
-    if (!a->quiet && r.finished > 0)
+    say_outcome(&r, drc, a);
+    if (!a->quiet && r.written > 0)
         fprintf(stderr, "heapscope profile: view with 'heapscope report FILE' (or pprof)\n");
-    return drc == 0 && r.finished > 0 ? 0 : 1;
+    return drc == 0 && r.errors == 0 && r.written > 0 ? 0 : 1;
 }
 
 /* ---- The command ------------------------------------------------------------------------- */
@@ -648,7 +715,7 @@ int hs_cmd_profile(int argc, char **argv)
         case OPT_DURATION: {
             char *end;
             a.duration_s = strtol(optarg, &end, 10);
-            if (*end != '\0' || a.duration_s <= 0) {
+            if (*end != '\0' || a.duration_s <= 0 || a.duration_s > 3153600000L) {
                 fprintf(stderr, "heapscope profile: --duration takes a number of seconds\n");
                 return 2;
             }

@@ -92,11 +92,11 @@ static char *read_file(const char *path, size_t *len)
             cap *= 2;
         }
     }
-    int failed = ferror(f);
+    int failed = ferror(f), read_errno = errno;
     fclose(f);
     if (failed) {
         free(data);
-        errno = EIO;
+        errno = read_errno;
         return NULL;
     }
     *len = n;

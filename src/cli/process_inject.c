@@ -116,6 +116,7 @@ struct target_layout {
     } glibc[MAX_RANGES];
     unsigned num_glibc;
     bool has_loader;
+    uintptr_t glibc_rw_end; /* end of the mapping just seen when it was glibc's writable data */
     /* dlopen, dlsym and dlerror inside the target (0 when not found). */
     uintptr_t dlopen_fn, dlsym_fn, dlerror_fn;
     char libc_path[PATH_MAX];
@@ -175,8 +176,20 @@ static int collect_layout(const struct hs_map *m, void *arg)
 {
     struct target_layout *t = arg;
     const char *name = base_name(m->path);
-    if (m->inode == 0 || !is_glibc_part(name))
+    uintptr_t rw_end = t->glibc_rw_end;
+    t->glibc_rw_end = 0;
+    if (m->inode == 0) {
+        /* The anonymous mapping right after an object's writable data is its .bss: glibc
+         * keeps locks there too (stdio's, malloc's list_lock ...). */
+        if (m->start == rw_end && m->path[0] == '\0' && (m->perms & HS_MAP_WRITE) &&
+            t->num_glibc < MAX_RANGES)
+            t->glibc[t->num_glibc++] = (typeof(t->glibc[0])){m->start, m->end, true};
         return 0;
+    }
+    if (!is_glibc_part(name))
+        return 0;
+    if (m->perms & HS_MAP_WRITE)
+        t->glibc_rw_end = m->end;
     if (is_loader(name))
         t->has_loader = true;
     if (t->num_glibc < MAX_RANGES) {
@@ -210,7 +223,6 @@ static bool in_arena_head(pid_t pid, uintptr_t addr)
 
 struct target_status {
     long uid;
-    long tracer;
     int seccomp;
 };
 
@@ -223,14 +235,11 @@ static bool read_status(pid_t pid, struct target_status *st)
     if (!text)
         return false;
     st->uid = -1;
-    st->tracer = 0;
     st->seccomp = 0;
     for (char *line = text; line && *line;
          line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, "Uid:", 4) == 0)
             st->uid = strtol(line + 4, NULL, 10);
-        else if (strncmp(line, "TracerPid:", 10) == 0)
-            st->tracer = strtol(line + 10, NULL, 10);
         else if (strncmp(line, "Seccomp:", 8) == 0)
             st->seccomp = (int)strtol(line + 8, NULL, 10);
     }
@@ -256,6 +265,79 @@ static void process_name(pid_t pid, char *out, size_t cap)
     snprintf(out, cap, "%s", text ? text : "?");
     free(text);
     out[strcspn(out, "\n")] = '\0';
+}
+
+/* The parent of process pid (its /proc status PPid), 0 when unknown. */
+static pid_t parent_of(pid_t pid)
+{
+    char path[64];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    char *text = hs_read_small_file(path, &len);
+    const char *line = text ? strstr(text, "\nPPid:") : NULL;
+    pid_t parent = line ? (pid_t)strtol(line + 6, NULL, 10) : 0;
+    free(text);
+    return parent;
+}
+
+/* The thread of pid that another process traces, and that tracer (0 when none). */
+static long traced_thread(pid_t pid, pid_t *tid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    long tracer = 0;
+    struct dirent *e;
+    while (tracer == 0 && (e = readdir(d))) {
+        long t = strtol(e->d_name, NULL, 10);
+        if (t <= 0)
+            continue;
+        size_t len;
+        char status[96];
+        snprintf(status, sizeof(status), "/proc/%d/task/%ld/status", (int)pid, t);
+        char *text = hs_read_small_file(status, &len);
+        const char *line = text ? strstr(text, "\nTracerPid:") : NULL;
+        tracer = line ? strtol(line + 11, NULL, 10) : 0;
+        if (tracer != 0)
+            *tid = (pid_t)t;
+        free(text);
+    }
+    closedir(d);
+    return tracer;
+}
+
+/* Says who traces pid, when another process does (the main thread or any other): another
+ * heapscope at work (loading its own library: `profile -p` and `leaks -p` racing), or a
+ * debugger. Returns true when it did. */
+static bool say_tracer(const char *command, pid_t pid, const char *name)
+{
+    pid_t tid = pid;
+    long tracer = traced_thread(pid, &tid);
+    if (tracer == 0)
+        return false;
+    char tracer_name[64], thread[48] = "";
+    process_name((pid_t)tracer, tracer_name, sizeof(tracer_name));
+    if (tid != pid)
+        snprintf(thread, sizeof(thread), " (its thread %d)", (int)tid);
+    if (strcmp(tracer_name, "heapscope") == 0)
+        fprintf(stderr,
+                "heapscope %s: process %d (%s) is being traced by another heapscope (process "
+                "%ld)%s, which is loading its own library into it; try again when it is done\n",
+                command, (int)pid, name, tracer, thread);
+    else if (parent_of((pid_t)tracer) == pid)
+        fprintf(stderr,
+                "heapscope %s: process %d (%s) is being traced by its own child process %ld%s: "
+                "a leak check running inside it (heapscope leaks -p), or a crash handler of the "
+                "program's; try again when it is done\n",
+                command, (int)pid, name, tracer, thread);
+    else
+        fprintf(stderr,
+                "heapscope %s: process %d (%s) is already traced%s by process %ld (%s), a "
+                "debugger or another tool; detach it first\n",
+                command, (int)pid, name, thread, tracer, tracer_name);
+    return true;
 }
 
 /* ---- The library as the target sees it ------------------------------------------------------ */
@@ -398,10 +480,74 @@ static int stop_thread(struct hijack *h, pid_t tid, uint64_t deadline_ns)
     return 0;
 }
 
+/* Brings the thread into a ptrace stop, which detaching needs. After a step or a call that
+ * did not come back in time it may still run: left traced until this command exits (the
+ * kernel then lets it go without clearing the trap flag), or with a step's SIGTRAP on its
+ * way, it would die of that SIGTRAP. A signal of its own met on the way is kept for the
+ * detach; the SIGTRAP of our steps is dropped. */
+static void stop_for_detach(struct hijack *h)
+{
+    struct user_regs_struct now;
+    if (ptrace(PTRACE_GETREGS, h->tid, NULL, &now) == 0 || errno != ESRCH)
+        return; /* stopped already, or not ours any more */
+    if (ptrace(PTRACE_INTERRUPT, h->tid, NULL, NULL) != 0)
+        return; /* gone */
+    int status;
+    if (wait_thread(h->tid, &status, hs_monotonic_ns() + 2000000000ull) <= 0 ||
+        !WIFSTOPPED(status))
+        return;
+    int sig = WSTOPSIG(status);
+    if (!stopped_by_interrupt(status) && (status >> 16) == 0 && sig != SIGTRAP &&
+        !h->pending_signal)
+        h->pending_signal = sig;
+}
+
+/* SIGTRAP queued for the thread (its own pending set, /proc/PID/task/TID/status SigPnd). */
+static bool trap_pending(const struct hijack *h)
+{
+    char path[96];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)h->pid, (int)h->tid);
+    char *text = hs_read_small_file(path, &len);
+    const char *line = text ? strstr(text, "\nSigPnd:") : NULL;
+    unsigned long long pending = line ? strtoull(line + 8, NULL, 16) : 0;
+    free(text);
+    return (pending & (1ull << (SIGTRAP - 1))) != 0;
+}
+
+/* A step over a system call that we interrupted leaves the step's SIGTRAP queued, to be
+ * delivered once the thread runs: after the detach, where nothing would catch it and it would
+ * kill the process. Lets the thread take it while still ours (a signal-delivery stop), and
+ * drops it; a signal of its own met on the way is kept for the detach. */
+static void drop_step_trap(struct hijack *h)
+{
+    for (int i = 0; i < 4 && trap_pending(h); i++) {
+        int status;
+        if (ptrace(PTRACE_CONT, h->tid, NULL, NULL) != 0 ||
+            wait_thread(h->tid, &status, hs_monotonic_ns() + 1000000000ull) <= 0 ||
+            !WIFSTOPPED(status))
+            return;
+        int sig = WSTOPSIG(status);
+        if (!stopped_by_interrupt(status) && (status >> 16) == 0 && sig != SIGTRAP &&
+            !h->pending_signal)
+            h->pending_signal = sig;
+    }
+}
+
+/* Gives the thread back: its registers as they were when stopped (restore), and a signal that
+ * arrived meanwhile. */
+static void detach_thread(struct hijack *h, bool restore)
+{
+    stop_for_detach(h);
+    drop_step_trap(h);
+    if (restore)
+        ptrace(PTRACE_SETREGS, h->tid, NULL, &h->saved);
+    ptrace(PTRACE_DETACH, h->tid, NULL, (void *)(long)h->pending_signal);
+}
+
 static void release_thread(struct hijack *h)
 {
-    ptrace(PTRACE_SETREGS, h->tid, NULL, &h->saved);
-    ptrace(PTRACE_DETACH, h->tid, NULL, (void *)(long)h->pending_signal);
+    detach_thread(h, true);
 }
 
 /* True when the thread, as stopped, may call dlopen (see the header comment). */
@@ -523,8 +669,9 @@ static int remote_call(struct hijack *h, uintptr_t fn, uintptr_t a0, uintptr_t a
                    "registers";
             return -1;
         }
-        /* The program's own signal: delivered now, as it would be during any call. */
-        ptrace(PTRACE_CONT, h->tid, NULL, (void *)(long)sig);
+        /* The program's own signal: delivered now, as it would be during any call; but a
+         * SIGTRAP is a step's of ours left queued (see drop_step_trap): dropped. */
+        ptrace(PTRACE_CONT, h->tid, NULL, (void *)(long)(sig == SIGTRAP ? 0 : sig));
     }
 }
 
@@ -578,15 +725,8 @@ static int preflight(const char *command, pid_t pid, const struct hs_inject_opti
                 command, (int)pid, name, st.uid);
         return -1;
     }
-    if (st.tracer != 0) {
-        char tracer[64];
-        process_name((pid_t)st.tracer, tracer, sizeof(tracer));
-        fprintf(stderr,
-                "heapscope %s: process %d (%s) is already traced by process %ld (%s), a debugger "
-                "or another tool; detach it first\n",
-                command, (int)pid, name, st.tracer, tracer);
+    if (say_tracer(command, pid, name))
         return -1;
-    }
     if (st.seccomp == 1 || (st.seccomp == 2 && !opt->allow_seccomp)) {
         fprintf(stderr,
                 "heapscope %s: process %d (%s) runs under seccomp %s: loading the library "
@@ -674,13 +814,17 @@ int hs_inject_library(const char *command, pid_t pid, const struct hs_inject_opt
             int err = stop_thread(&h, tids[i], deadline);
             res->threads_tried++;
             if (err == EPERM || err == EACCES) {
-                fprintf(stderr, "heapscope %s: cannot trace process %d: %s\n", command, (int)pid,
-                        hs_inject_ptrace_refusal(err, yama_scope(), getuid() == 0));
+                /* Traced since the checks (another heapscope racing us), or refused. */
+                char name[64];
+                process_name(pid, name, sizeof(name));
+                if (!say_tracer(command, pid, name))
+                    fprintf(stderr, "heapscope %s: cannot trace process %d: %s\n", command,
+                            (int)pid, hs_inject_ptrace_refusal(err, yama_scope(), getuid() == 0));
                 goto out;
             }
             if (err != 0) {
                 if (err != ESRCH)
-                    ptrace(PTRACE_DETACH, tids[i], NULL, NULL);
+                    detach_thread(&h, false); /* seized, but it would not stop in time */
                 continue; /* that thread exited, or would not stop: try the next */
             }
             if (h.mem_fd < 0) {

@@ -12,10 +12,14 @@
  * malloc or the loader. A thread qualifies when it is blocked in a system call that the C
  * library never makes while holding those locks (sleeping, polling, reading a socket, waiting
  * on a futex of the program's own), or when its program counter is outside libc and the
- * dynamic loader; a thread running inside them is single-stepped until it leaves them.
+ * dynamic loader; a thread running inside them is single-stepped until it leaves them. A
+ * thread given back is always detached from a ptrace stop, with the SIGTRAP a step over a
+ * system call leaves queued dropped first: never left to kill the process once we are gone.
  *
  * Refusals, each with a clear message: no such process; another user's process (without
- * root); a statically linked program (no loader to call); a process already traced; a seccomp
+ * root); a statically linked program (no loader to call); a process one thread of which is
+ * traced already (the tracer named: another heapscope loading its own library, or a
+ * debugger; looked at again when PTRACE_SEIZE is refused, for one that came since); a seccomp
  * filter (unless allowed: dlopen's and the library's system calls might be forbidden, and a
  * filter may kill the process for them); ptrace refused (Yama's ptrace_scope, a
  * non-dumpable process). A process in another mount namespace (a container) gets a copy of
@@ -61,8 +65,8 @@ const char *hs_inject_ptrace_refusal(int err, int yama_scope, bool as_root);
 /* True when a thread blocked in system call nr (x86-64 numbers) with first argument arg0 can
  * safely be made to call dlopen: the C library never makes that call holding malloc's or the
  * loader's locks. For futex, arg0 is the futex word: unsafe when in_glibc_data says it lies in
- * the C library's or the loader's data (their internal locks) or in_arena_head says it is at
- * the head of a malloc arena heap. Public for the unit test. */
+ * the C library's or the loader's data, .bss included (their internal locks), or
+ * in_arena_head says it is at the head of a malloc arena heap. Public for the unit test. */
 bool hs_inject_syscall_is_safe(long nr, bool futex_in_glibc_data, bool futex_in_arena_head);
 
 #endif

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,9 +41,37 @@ char *hs_read_small_file(const char *path, size_t *len)
     return buf;
 }
 
-char *hs_target_maps(const char *command, pid_t pid, size_t *len)
+/* The state letter of /proc/PID/stat ('R', 'S', 'Z' ...), or 0 when it cannot be read. The
+ * command name before it is in parentheses and may itself hold ") ". */
+static char process_state(pid_t pid, char *comm, size_t comm_cap)
 {
     char path[64];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    char *stat = hs_read_small_file(path, &len);
+    const char *open = stat ? strchr(stat, '(') : NULL;
+    const char *close = stat ? strrchr(stat, ')') : NULL;
+    char state = 0;
+    if (open && close && close > open && close[1] == ' ' && close[2] != '\0') {
+        state = close[2];
+        if (comm)
+            snprintf(comm, comm_cap, "%.*s", (int)(close - open - 1), open + 1);
+    }
+    free(stat);
+    return state;
+}
+
+bool hs_process_exited(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return true;
+    char state = process_state(pid, NULL, 0);
+    return state == 'Z' || state == 'X';
+}
+
+char *hs_target_maps(const char *command, pid_t pid, size_t *len)
+{
+    char path[64], comm[64] = "?";
     if (kill(pid, 0) != 0) {
         if (errno == EPERM)
             fprintf(stderr,
@@ -51,6 +80,15 @@ char *hs_target_maps(const char *command, pid_t pid, size_t *len)
                     command, (int)pid);
         else
             fprintf(stderr, "heapscope %s: no process %d\n", command, (int)pid);
+        return NULL;
+    }
+    /* A zombie still answers kill(pid, 0), and its maps are empty. */
+    char state = process_state(pid, comm, sizeof(comm));
+    if (state == 'Z' || state == 'X') {
+        fprintf(stderr,
+                "heapscope %s: process %d (%s) has exited: it is a zombie, whose parent has not "
+                "collected its exit status yet\n",
+                command, (int)pid, comm);
         return NULL;
     }
     snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);

@@ -2,6 +2,7 @@
 #include "log.h"
 
 #include "env.h"
+#include "errno_text.h"
 #include "format.h"
 
 #include <errno.h>
@@ -31,7 +32,15 @@ static struct {
      * its time. */
     size_t report_len;
     char report_buf[32768];
+    /* The log file could not be opened or written: set once, by the first thread to fail.
+     * From then on lines go to stderr, or nowhere when a hook took the news. */
+    _Atomic int file_failed;
+    hs_log_file_error_fn file_error_hook;
 } g_log = {.tag = "heapscope", .program = "unknown", .report_fd = -1};
+
+/* Where a line goes when it has no log file to go to. */
+#define TO_STDERR (-1)
+#define DROPPED (-2)
 
 /* Set while this thread owns the report lock (saves the two system calls of self_id() per
  * line), and while it appends to report_buf (a signal handler that logs then writes its
@@ -103,47 +112,127 @@ static uint64_t self_id(void)
     return (uint64_t)getpid() << 32 | (uint32_t)syscall(SYS_gettid);
 }
 
-/* Opens the log file, expanding "%p" to the pid; -1 means use stderr. */
-static int open_log_file(void)
+void hs_log_set_file_error_hook(hs_log_file_error_fn hook)
 {
-    if (!g_log.file_pattern[0])
-        return -1;
-    char path[PATH_MAX];
+    g_log.file_error_hook = hook;
+}
+
+static void write_all_fd(int fd, const char *s, size_t n);
+
+/* Where lines go once the log file failed: TO_STDERR or DROPPED. */
+static int after_failure(void)
+{
+    return g_log.file_error_hook ? DROPPED : TO_STDERR;
+}
+
+/* The log file at path failed with err: says so once (the hook, or one line on stderr in
+ * the log's own format), and returns where the line goes instead. */
+static int file_failed(const char *path, int err)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_log.file_failed, &expected, 1))
+        return after_failure();
+    if (g_log.file_error_hook) {
+        g_log.file_error_hook(path, err);
+        return DROPPED;
+    }
+    char line[HS_LOG_LINE_MAX];
+    size_t n = hs_format(line, sizeof(line),
+                         "%s[%d] %s: cannot write the log file %s: %s; messages go to stderr "
+                         "from now on\n",
+                         g_log.program, (int)getpid(), g_log.tag, path, hs_errno_text(err));
+    write_all_fd(STDERR_FILENO, line, n);
+    return TO_STDERR;
+}
+
+/* The log file's path, "%p" expanded to the pid. */
+static void log_file_path(char *path, size_t cap)
+{
     size_t len = 0;
-    for (const char *p = g_log.file_pattern; *p && len + 1 < sizeof(path); p++) {
+    for (const char *p = g_log.file_pattern; *p && len + 1 < cap; p++) {
         if (p[0] == '%' && p[1] == 'p') {
-            len += hs_format(path + len, sizeof(path) - len, "%d", (int)getpid());
+            len += hs_format(path + len, cap - len, "%d", (int)getpid());
             p++;
         } else {
             path[len++] = *p;
         }
     }
     path[len] = '\0';
+}
+
+/* Opens the log file; TO_STDERR without one, DROPPED when it failed and a hook was told. */
+static int open_log_file(void)
+{
+    if (!g_log.file_pattern[0])
+        return TO_STDERR;
+    if (atomic_load_explicit(&g_log.file_failed, memory_order_relaxed))
+        return after_failure();
+    char path[PATH_MAX];
+    log_file_path(path, sizeof(path));
     int saved = errno;
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        fd = file_failed(path, errno);
     errno = saved;
     return fd;
 }
 
-static void write_all(int fd, const char *s, size_t n)
+/* Writes all of s; returns 0, or the errno of the failure (EIO when nothing was written). */
+static int write_all_err(int fd, const char *s, size_t n)
 {
-    int saved = errno;
+    int saved = errno, err = 0;
     while (n > 0) {
         ssize_t w = write(fd, s, n);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
+        if (w <= 0) {
+            err = w < 0 ? errno : EIO;
             break;
+        }
         s += w;
         n -= (size_t)w;
     }
     errno = saved;
+    return err;
 }
 
+static void write_all_fd(int fd, const char *s, size_t n)
+{
+    (void)write_all_err(fd, s, n);
+}
+
+/* Writes a line to fd (a log file, or TO_STDERR / DROPPED). Returns where the next line of
+ * the same report goes: fd, or the fallback once the file failed. */
+static int write_line(int fd, const char *line, size_t n)
+{
+    if (fd == DROPPED)
+        return fd;
+    if (fd == TO_STDERR) {
+        write_all_fd(STDERR_FILENO, line, n);
+        return fd;
+    }
+    int err = write_all_err(fd, line, n);
+    if (err == 0)
+        return fd;
+    char path[PATH_MAX];
+    log_file_path(path, sizeof(path));
+    int next = file_failed(path, err);
+    if (next == TO_STDERR)
+        write_all_fd(STDERR_FILENO, line, n);
+    return next;
+}
+
+/* Writes the report's gathered lines where the report goes (the file, or its fallback once
+ * the file failed). */
 static void flush_report(void)
 {
+    if (g_log.report_len == 0)
+        return;
     int fd = g_log.report_fd;
-    write_all(fd >= 0 ? fd : STDERR_FILENO, g_log.report_buf, g_log.report_len);
+    int next = write_line(fd, g_log.report_buf, g_log.report_len);
+    if (next != fd && fd >= 0)
+        close(fd); /* the file failed: the rest of the report goes where next says */
+    g_log.report_fd = next;
     g_log.report_len = 0;
 }
 
@@ -219,9 +308,14 @@ void hs_vlog_tag(const char *tag, const char *fmt, va_list ap)
         return;
     }
     int fd = in_report ? g_log.report_fd : open_log_file();
-    write_all(fd >= 0 ? fd : STDERR_FILENO, line, n);
-    if (!in_report && fd >= 0)
+    int next = write_line(fd, line, n);
+    if (in_report) {
+        if (next != fd && fd >= 0)
+            close(fd); /* the file failed: the rest of the report goes where next says */
+        g_log.report_fd = next;
+    } else if (fd >= 0) {
         close(fd);
+    }
 }
 
 void hs_log(const char *fmt, ...)

@@ -4,6 +4,10 @@
  * buffer and written with one write(2): no malloc, no stdio, no locale. Lines go to stderr,
  * or to the file named by HEAPSCOPE_LOG_FILE (appended; "%p" in the name becomes the pid),
  * which is opened for each report so that a program closing its descriptors cannot lose it.
+ * When that file cannot be opened or written (a full disk, a missing directory), the
+ * failure is said once, path and reason, in a line of the same format on stderr, and the
+ * lines go to stderr from then on (or, with a hook set, the hook is told and they are
+ * dropped: a tool whose stderr is its caller's).
  *
  * A multi-line report is framed by hs_log_begin()/hs_log_end() so that reports from several
  * threads never interleave. The report lock may be re-entered by its owner and is released
@@ -42,6 +46,11 @@ void hs_vlog_tag(const char *tag, const char *fmt, va_list ap);
 /* Frames a multi-line report: lines logged in between stay together. */
 void hs_log_begin(void);
 void hs_log_end(void);
+
+/* Called once, instead of the line on stderr, when the log file cannot be opened or
+ * written (err: the errno); the lines after it are dropped. NULL restores the default. */
+typedef void (*hs_log_file_error_fn)(const char *path, int err);
+void hs_log_set_file_error_hook(hs_log_file_error_fn hook);
 
 /* Redirects all lines to a callback instead of a file (unit tests). NULL restores. */
 typedef void (*hs_log_sink_fn)(const char *line, size_t len, void *ctx);

@@ -607,6 +607,18 @@ static const char not_available[] =
     "option 'backtrace', e.g.:\n"
     "  LD_PRELOAD=libmalloc_debug.so LIBC_DEBUG_MALLOC_OPTIONS=backtrace <program>\n";
 
+/* A dump that failed half-way (a full disk) is replaced by one line saying why, which is what
+ * a reader waiting for the file (`heapscope dumpheap`) finds: emptying it gives the room. */
+static void say_failure(int fd, int err)
+{
+    char line[160];
+    size_t n = hs_format(line, sizeof(line), "%s%s\n", HS_MD_HEAP_DUMP_FAILED, hs_errno_text(err));
+    if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0)
+        return;
+    struct writer w = {fd, 0, NULL, 0};
+    write_all(&w, line, n);
+}
+
 int hs_md_heap_dump_to(const char *path)
 {
     int saved_errno = errno, err = 0;
@@ -620,8 +632,10 @@ int hs_md_heap_dump_to(const char *path)
         hs_log("Dumping to file: %s", path);
         if (backtraces_on()) {
             err = write_dump(fd, path);
-            if (err)
+            if (err) {
                 hs_log("Unable to write heap dump file %s: %s", path, hs_errno_text(err));
+                say_failure(fd, err);
+            }
         } else {
             struct writer w = {fd, 0, NULL, 0};
             write_all(&w, not_available, sizeof(not_available) - 1);

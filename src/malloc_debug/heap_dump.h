@@ -32,7 +32,9 @@
  *  - exit, with backtrace_dump_on_exit: <backtrace_dump_prefix>.<pid>.exit.txt;
  *  - hs_md_heap_dump_to(path), any time.
  * Each dump logs "Dumping to file: <path>", or "Unable to create heap dump file <path>:
- * <error>" when the file cannot be created.
+ * <error>" when the file cannot be created. A dump whose writing fails (a full disk) logs
+ * "Unable to write heap dump file <path>: <error>" and leaves in the file, instead of a part
+ * of the dump, the one line HS_MD_HEAP_DUMP_FAILED "<error>" (for `heapscope dumpheap`).
  *
  * Threading and signals: dumps are serialised by a lock of their own (stolen by a forked
  * child whose parent was dumping). A dump never calls malloc or stdio: it writes with
@@ -45,6 +47,9 @@
 #define HEAPSCOPE_MALLOC_DEBUG_HEAP_DUMP_H
 
 #include <stdbool.h>
+
+/* The start of the only line of a dump file whose writing failed. */
+#define HS_MD_HEAP_DUMP_FAILED "Native heap dump failed: "
 
 /* Set by the SIGRTMAX-17 handler; read by hs_md_heap_dump_if_requested. */
 extern int hs_md_heap_dump_pending;
@@ -76,7 +81,8 @@ void hs_md_heap_dump_signal_file(void);
 void hs_md_heap_dump_at_exit(void);
 
 /* Writes a dump to path (created or truncated, mode 0644, not following a final symlink).
- * Returns 0 on success; -1 with errno set when the file cannot be created or written, or,
+ * Returns 0 on success; -1 with errno set when the file cannot be created or written (the
+ * file then holds the HS_MD_HEAP_DUMP_FAILED line when it can), or,
  * with errno ENOTSUP, when backtraces are not being recorded (the file then holds a short
  * explanation instead of a dump, as on Android). Thread-safe; not async-signal-safe. */
 int hs_md_heap_dump_to(const char *path);

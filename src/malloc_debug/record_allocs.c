@@ -489,7 +489,8 @@ static void write_table(const char *path)
             hs_log("Cannot create record alloc file %s: %s", path, hs_errno_text(errno));
         } else {
             if (!write_entries(fd, count))
-                hs_log("Failed to write record alloc information: %s", hs_errno_text(errno));
+                hs_log("Failed to write record alloc information to %s: %s", path,
+                       hs_errno_text(errno));
             close(fd);
             empty = true;
         }

@@ -9,11 +9,16 @@
  * check_unreachable_on_signal does (both through signal_worker.h).
  *
  * The library is pinned (RTLD_NODELETE): the handler must not outlive its code.
+ *
+ * The process's stderr is its owner's: in this mode the library's log lines (a check that
+ * failed, and why) are kept here instead, and the check hands them to the command in its
+ * report file; the report itself goes only there.
  */
 #define _GNU_SOURCE
 #include "heapscope/memunreachable_injected.h"
 
 #include "injected.h"
+#include "log.h"
 #include "signal_worker.h"
 #include "symbol_binding.h"
 
@@ -22,15 +27,58 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #define HS_EXPORT __attribute__((visibility("default")))
 
 static int g_injected;                                          /* set once init succeeded */
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER; /* serializes init */
 
+/* The log lines of the current check (their bodies, one a line), for its report. Filled by
+ * every part of the check without a lock (each line reserves its place; what does not fit is
+ * dropped): the check's thread, the collector (which shares our memory) and the sweeper (a
+ * forked process: the page is mapped shared, so that its lines reach us too). */
+#define KEPT_LOG_BYTES 4096
+struct kept_log {
+    size_t len;
+    char text[KEPT_LOG_BYTES - sizeof(size_t)];
+};
+static struct kept_log g_private_log; /* when no shared page could be mapped */
+static struct kept_log *g_kept = &g_private_log;
+
 bool hs_mu_injected(void)
 {
     return __atomic_load_n(&g_injected, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* The log's sink in this mode: "<program>[<pid>] <tag>: <body>\n" kept as "<body>\n". */
+static void keep_line(const char *line, size_t len, void *ctx)
+{
+    (void)ctx;
+    const char *end = line + len, *body = memchr(line, ']', len);
+    for (body = body ? body : line; body + 1 < end && !(body[0] == ':' && body[1] == ' '); body++)
+        ;
+    body = body + 1 < end ? body + 2 : line;
+    size_t n = (size_t)(end - body), cap = sizeof(g_kept->text);
+    size_t at = __atomic_fetch_add(&g_kept->len, n, __ATOMIC_RELAXED);
+    if (at < cap && n <= cap - at)
+        memcpy(g_kept->text + at, body, n);
+}
+
+void hs_mu_injected_log_reset(void)
+{
+    __atomic_store_n(&g_kept->len, 0, __ATOMIC_RELAXED);
+}
+
+const char *hs_mu_injected_log(size_t *len)
+{
+    size_t n = __atomic_load_n(&g_kept->len, __ATOMIC_ACQUIRE), cap = sizeof(g_kept->text);
+    *len = n < cap ? n : cap;
+    /* A line that did not fit left a hole only at the end: cut at the last whole line. */
+    while (*len > 0 && g_kept->text[*len - 1] != '\n')
+        (*len)--;
+    return g_kept->text;
 }
 
 static int check_signal(void)
@@ -92,10 +140,16 @@ static int init(void)
     if (r != HEAPSCOPE_INJECTED_OK)
         return r;
     /* The mode first: a signal arriving right after the handler finds it set. */
+    void *shared = mmap(NULL, sizeof(struct kept_log), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared != MAP_FAILED)
+        g_kept = shared; /* kept for good, like the library */
+    hs_log_set_sink(keep_line, NULL);
     __atomic_store_n(&g_injected, 1, __ATOMIC_RELEASE);
     if (hs_signal_worker_start(sig, "hs-unreachable", heapscope_unreachable_check) != 0) {
         /* A thread already started stays, idle (only the handler wakes it). */
         __atomic_store_n(&g_injected, 0, __ATOMIC_RELEASE);
+        hs_log_set_sink(NULL, NULL);
         return HEAPSCOPE_INJECTED_SETUP_FAILED;
     }
     pin_library();

@@ -8,9 +8,15 @@
 #define HEAPSCOPE_MEMUNREACHABLE_INJECTED_MODE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* True once heapscope_unreachable_injected_init has succeeded. Any thread. */
 bool hs_mu_injected(void);
+
+/* In this mode the library's log lines are kept for the command, not written to the
+ * program's stderr: reset before a check, read after it (whole lines, "<body>\n" each). */
+void hs_mu_injected_log_reset(void);
+const char *hs_mu_injected_log(size_t *len);
 
 /* Runs a check and writes its report for `heapscope leaks -p` (memunreachable.c). */
 void heapscope_unreachable_check(void);

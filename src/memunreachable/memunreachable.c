@@ -293,6 +293,50 @@ static void write_report_file(const char *path, const char *text, size_t len)
 
 /* Called by the malloc debug shim's check_unreachable_on_signal thread (SIGRTMAX-16): logs the
  * report and leaves it in /tmp/heapscope_unreachable.<pid>.txt for `heapscope leaks -p`. */
+/* Appends the log lines kept in injected mode, each after indent. */
+static void append_kept(struct text *t, const char *indent)
+{
+    size_t kept = 0;
+    const char *lines = hs_mu_injected() ? hs_mu_injected_log(&kept) : NULL;
+    for (size_t i = 0; i < kept;) {
+        const char *nl = memchr(lines + i, '\n', kept - i);
+        size_t n = (size_t)(nl - (lines + i));
+        char line[HS_LOG_LINE_MAX + 8];
+        int len = snprintf(line, sizeof(line), "%s%.*s", indent, (int)n, lines + i);
+        append_line(line, len > 0 && (size_t)len < sizeof(line) ? (size_t)len : 0, t);
+        i += n + 1;
+    }
+}
+
+static bool have_kept(void)
+{
+    size_t kept = 0;
+    if (hs_mu_injected())
+        hs_mu_injected_log(&kept);
+    return kept > 0;
+}
+
+/* The report of a check that failed: why, from the log lines kept in injected mode (the
+ * process's log has them otherwise). */
+static void write_failure(const char *path)
+{
+    static const char failed[] = "error: the unreachable-memory check failed";
+    static const char see_log[] = "error: the unreachable-memory check failed; the process's "
+                                  "log says why\n";
+    if (!have_kept()) {
+        write_report_file(path, see_log, sizeof(see_log) - 1);
+        return;
+    }
+    struct text t = {0};
+    append_line(failed, sizeof(failed) - 1, &t);
+    append_kept(&t, "  ");
+    if (!t.failed)
+        write_report_file(path, t.data, t.len);
+    else
+        write_report_file(path, see_log, sizeof(see_log) - 1);
+    free(t.data);
+}
+
 HS_EXPORT void heapscope_unreachable_check(void)
 {
     bool contents = env_number("HEAPSCOPE_UNREACHABLE_CONTENTS", 0) != 0;
@@ -300,16 +344,24 @@ HS_EXPORT void heapscope_unreachable_check(void)
     char path[64];
     hs_format(path, sizeof(path), "/tmp/heapscope_unreachable.%d.txt", (int)getpid());
     struct UnreachableMemoryInfo info = {0};
+    hs_mu_injected_log_reset();
     if (!GetUnreachableMemory(&info, limit)) {
-        static const char failed[] = "error: the unreachable-memory check failed; the "
-                                     "process's log says why\n";
-        write_report_file(path, failed, sizeof(failed) - 1);
+        write_failure(path);
         return;
     }
-    log_report(&info, contents);
+    /* Attached from outside (injected), the report goes to the command only, with what the
+     * check noted on the way (a heap walk cut short ...), which the process's log has
+     * otherwise. */
+    if (!hs_mu_injected())
+        log_report(&info, contents);
     struct text t = {0};
     hs_mu_report_text_note(&info, contents, report_note(), append_line, &t);
     FreeUnreachableMemory(&info);
+    if (have_kept()) {
+        static const char noted[] = "  Noted during the check:";
+        append_line(noted, sizeof(noted) - 1, &t);
+        append_kept(&t, "    ");
+    }
     if (!t.failed && t.data)
         write_report_file(path, t.data, t.len);
     free(t.data);

@@ -218,13 +218,39 @@ static long tracer_of(pid_t pid, pid_t tid)
     return v;
 }
 
+/* The command name of process pid (its /proc comm), "?" when it cannot be read. */
+static void comm_of(long pid, char *out, size_t cap)
+{
+    char path[64];
+    hs_format(path, sizeof(path), "/proc/%ld/comm", pid);
+    long fd = hs_mu_sys6(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    long n = fd >= 0 ? hs_mu_sys6(SYS_read, fd, (long)out, (long)cap - 1, 0, 0, 0) : -1;
+    if (fd >= 0)
+        hs_mu_sys6(SYS_close, fd, 0, 0, 0, 0, 0);
+    if (n <= 0) {
+        hs_format(out, cap, "?");
+        return;
+    }
+    out[n] = '\0';
+    if (out[n - 1] == '\n')
+        out[n - 1] = '\0';
+}
+
 static void log_refused(struct hs_mu_thread_capture *tc, pid_t tid, int err)
 {
     long tracer = tracer_of(tc->pid, tid);
+    char comm[32];
     if (tracer != 0)
+        comm_of(tracer, comm, sizeof(comm));
+    if (tracer != 0 && strcmp(comm, "heapscope") == 0)
         mu_log("thread capture: ptrace(PTRACE_SEIZE) of thread %d refused (%s): it is already "
-               "traced by process %ld (a debugger or strace?)",
+               "traced by process %ld (heapscope): another heapscope command is working on "
+               "this process; try again when it is done",
                (int)tid, hs_errno_text(err), tracer);
+    else if (tracer != 0)
+        mu_log("thread capture: ptrace(PTRACE_SEIZE) of thread %d refused (%s): it is already "
+               "traced by process %ld (%s)",
+               (int)tid, hs_errno_text(err), tracer, comm);
     else
         mu_log("thread capture: ptrace(PTRACE_SEIZE) of thread %d refused (%s); likely causes: "
                "Yama (/proc/sys/kernel/yama/ptrace_scope), a seccomp filter, a container "

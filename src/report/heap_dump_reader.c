@@ -253,9 +253,14 @@ int hs_dump_read_file(const char *path, struct hs_dump *out, char *err, size_t e
             close(fd);
         return -1;
     }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(err, err_cap, "%s: is a directory, not a heap dump", path);
+        close(fd);
+        return -1;
+    }
     size_t cap = st.st_size > 0 ? (size_t)st.st_size : 65536, len = 0;
     char *data = malloc(cap + 1);
-    ssize_t r;
+    ssize_t r = 0;
     while (data && (r = read(fd, data + len, cap - len)) > 0) {
         len += (size_t)r;
         if (len == cap) {
@@ -269,9 +274,15 @@ int hs_dump_read_file(const char *path, struct hs_dump *out, char *err, size_t e
             cap *= 2;
         }
     }
+    int read_errno = r < 0 ? errno : 0;
     close(fd);
     if (!data) {
         snprintf(err, err_cap, "%s: out of memory", path);
+        return -1;
+    }
+    if (read_errno != 0) {
+        snprintf(err, err_cap, "%s: %s", path, strerror(read_errno));
+        free(data);
         return -1;
     }
     char inner[512];

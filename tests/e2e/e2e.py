@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -77,6 +78,43 @@ def clean_env():
         if k.startswith("HEAPSCOPE_") or k in ("LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS"):
             del env[k]
     return env
+
+
+# Traces thread argv[1] (PTRACE_SEIZE: it runs on), passes every signal on, says "tracing".
+TRACER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+tid = int(sys.argv[1])
+assert libc.ptrace(0x4206, tid, None, None) == 0  # PTRACE_SEIZE
+print("tracing", flush=True)
+while True:
+    _, status = os.waitpid(tid, 0x40000000)  # __WALL
+    if not os.WIFSTOPPED(status):
+        break
+    sig = os.WSTOPSIG(status)
+    libc.ptrace(7, tid, None, sig if sig != 5 else 0)  # PTRACE_CONT
+"""
+
+
+def start_tracer(tid, directory, name="python3"):
+    """A process that traces thread tid (a debugger that lets it run), its command name
+    `name` (its interpreter linked under that name in directory). Kill it to let go."""
+    exe = os.path.join(directory, name)
+    if not os.path.exists(exe):
+        os.symlink(os.path.realpath(sys.executable), exe)
+    tracer = subprocess.Popen([exe, "-c", TRACER, str(tid)], stdout=subprocess.PIPE, text=True)
+    line = tracer.stdout.readline().strip()
+    if line != "tracing":
+        tracer.kill()
+        tracer.wait()
+        raise AssertionError("the tracer did not start: %r" % line)
+    return tracer
+
+
+def stop_tracer(tracer):
+    tracer.kill()  # the tracee is let go
+    tracer.wait()
+    tracer.stdout.close()
 
 
 def per_site(profile, value):

@@ -13,7 +13,7 @@ import tempfile
 import time
 import unittest
 
-from e2e import clean_env, per_site
+from e2e import clean_env, per_site, start_tracer, stop_tracer
 
 CLI = os.environ["HS_CLI"]
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
@@ -87,6 +87,69 @@ class AttachTest(unittest.TestCase):
         out = self.finish(prog)
         # The first line ("spinning pid=P") was read by start().
         self.assertEqual(out.splitlines(), plain.stdout.splitlines()[1:])
+
+    def start_idle(self, env):
+        """attach_target idle: a quiet service that never allocates; its stderr in a file."""
+        err = open(os.path.join(self.dir, "target.err"), "w+")
+        prog = subprocess.Popen([TARGET, "idle", "60"], stdout=subprocess.PIPE,
+                                stderr=err, text=True, env=env)
+        self.progs.append(prog)
+        self.addCleanup(err.close)
+        self.assertTrue(prog.stdout.readline().startswith("ready pid="))
+        return prog, err
+
+    def timed_session(self, pid, seconds):
+        """profile -p PID --duration SECONDS; returns (stderr, seconds from the start of the
+        session to the end of the command)."""
+        profiler = subprocess.Popen([CLI, "profile", "-o", self.dir, "-p", str(pid),
+                                     "--duration", str(seconds)],
+                                    stderr=subprocess.PIPE, text=True, env=clean_env())
+        started, head = None, ""
+        for line in profiler.stderr:
+            head += line
+            if "profiling 1 process" in line:
+                started = time.monotonic()
+                break
+        rest = profiler.communicate(timeout=60)[1]
+        elapsed = time.monotonic() - started if started else 0
+        self.assertEqual(profiler.returncode, 0, head + rest)
+        return head + rest, elapsed
+
+    def test_attach_again_to_an_idle_process(self):
+        # A process that never allocates learns of the end of a session from the daemon's
+        # hang-up, not from its next sample: a second session finds it free.
+        prog, err = self.start_idle(clean_env())
+        for round in (1, 2):
+            stderr, elapsed = self.timed_session(prog.pid, 2)
+            self.assertIn("wrote %s/attach_target.%d%s.final.pb.gz"
+                          % (self.dir, prog.pid, "" if round == 1 else "-2"), stderr)
+            # --duration 2 lasts two seconds (a lower bound on a sleep, not a timing claim).
+            self.assertGreaterEqual(elapsed, 1.9, stderr)
+        self.assertIsNone(prog.poll())
+        prog.terminate()
+        prog.wait(timeout=30)
+        # Attached from outside: the tool reports, the program's stderr stays its own.
+        err.seek(0)
+        self.assertEqual(err.read(), "")
+
+    def test_attach_again_to_an_idle_preloaded_process(self):
+        env = clean_env()
+        env["LD_PRELOAD"] = CLIENT
+        prog, err = self.start_idle(env)
+        for round in (1, 2):
+            proc = self.profile("-p", str(prog.pid), "--duration", "1")
+            self.assertIn("profiling 1 process", proc.stderr)
+            # Preloaded: Android's log line, as soon as the session ends (no allocation).
+            want = "attach_target[%d] heapprofd: profiling stopped: the profiler daemon " \
+                   "ended the session\n" % prog.pid
+            for _ in range(100):
+                err.seek(0)
+                if err.read() == want * round:
+                    break
+                time.sleep(0.1)
+            err.seek(0)
+            self.assertEqual(err.read(), want * round)
+        self.assertIsNone(prog.poll())
 
     def test_library_loaded_after_attach(self):
         prog = self.start([WORKLOAD, "spin", "2", "4000", HP_LIB], "spinning pid=")
@@ -172,6 +235,101 @@ class AttachTest(unittest.TestCase):
             self.assertIn("is already traced by process %d" % os.getpid(), proc.stderr)
         finally:
             libc.ptrace(PTRACE_DETACH, prog.pid, None, None)
+
+    def test_process_stuck_in_the_c_library_is_left_unharmed(self):
+        # Both threads wait for a lock of the C library's own (in its .bss): neither is at a
+        # point where dlopen may run. The command gives up after its 5 s, and the process
+        # runs on as it was: no SIGTRAP left behind by the single steps to kill it.
+        prog = self.start([TARGET, "stuck", "30"], "ready pid=")
+        for _ in range(500):  # until both wait in futex(2), the deadlock made
+            calls = []
+            for t in os.listdir("/proc/%d/task" % prog.pid):
+                with open("/proc/%d/task/%s/syscall" % (prog.pid, t)) as f:
+                    calls.append(f.read().split()[0])
+            if calls == ["202", "202"]:
+                break
+            time.sleep(0.01)
+        self.assertEqual(calls, ["202", "202"])
+        proc = self.profile("-p", str(prog.pid), expect_rc=1)
+        self.assertIn("no thread of process %d stopped outside the C library and the loader "
+                      "within 5000 ms" % prog.pid, proc.stderr)
+        with self.assertRaises(subprocess.TimeoutExpired, msg="the process died"):
+            prog.wait(timeout=1)
+        self.assertFalse(client_loaded(prog.pid))
+        with open("/proc/%d/status" % prog.pid) as f:
+            self.assertIn("TracerPid:\t0\n", f.read())
+
+    @unittest.skipUnless(os.getuid() == 0 and shutil.which("unshare"),
+                         "needs root and unshare to mount a small tmpfs")
+    def test_leaks_report_on_a_full_tmp(self):
+        # The process writes its report in /tmp: here a full 64 KiB tmpfs of our own.
+        script = ('mount -t tmpfs -o size=64k none /tmp || exit 99; '
+                  'dd if=/dev/zero of=/tmp/fill bs=4k 2>/dev/null; '
+                  '"$1" idle 30 >/dev/null & sleep 0.3; '
+                  '"$2" leaks --timeout 5 -p $!; rc=$?; kill $!; echo "pid=$!"; exit $rc')
+        r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", TARGET, CLI],
+                           capture_output=True, text=True, env=clean_env(), timeout=60)
+        if r.returncode == 99:
+            self.skipTest("cannot mount a tmpfs here: " + r.stderr)
+        pid = int(r.stdout.split("pid=")[1])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("heapscope leaks: process %d cannot write its report "
+                      "/tmp/heapscope_unreachable.%d.txt: No space left on device (its file "
+                      "system is full)\n" % (pid, pid), r.stderr)
+        self.assertNotIn("loaded the detector", r.stderr)  # nothing loaded for nothing
+
+    def test_traced_thread_names_its_tracer(self):
+        # Not the main thread: traced since the first check, or only one thread, the
+        # process cannot be loaded into while another process traces any of its threads.
+        prog = self.start(SPIN, "spinning pid=")
+        for _ in range(500):
+            other = [int(t) for t in os.listdir("/proc/%d/task" % prog.pid)
+                     if int(t) != prog.pid]
+            if other:
+                break
+            time.sleep(0.01)
+        other = min(other)
+        tracer = start_tracer(other, self.dir)
+        try:
+            for command in ("leaks", "profile"):
+                proc = subprocess.run([CLI, command, "-p", str(prog.pid)], capture_output=True,
+                                      text=True, env=clean_env(), timeout=60)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertEqual(proc.stderr, "heapscope %s: process %d (hp_workload) is "
+                                 "already traced (its thread %d) by process %d (python3), a "
+                                 "debugger or another tool; detach it first\n"
+                                 % (command, prog.pid, other, tracer.pid))
+        finally:
+            stop_tracer(tracer)
+        self.assertFalse(client_loaded(prog.pid))
+
+    def test_process_traced_by_another_heapscope(self):
+        # `leaks -p` while `profile -p` loads its client (or the other way round): the other
+        # heapscope is named, not a security module.
+        prog = self.start([TARGET, "idle", "30"], "ready pid=")
+        tracer = start_tracer(prog.pid, self.dir, name="heapscope")
+        try:
+            for command in ("leaks", "profile"):
+                proc = subprocess.run([CLI, command, "-p", str(prog.pid)], capture_output=True,
+                                      text=True, env=clean_env(), timeout=60)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertEqual(proc.stderr, "heapscope %s: process %d (attach_target) is "
+                                 "being traced by another heapscope (process %d), which is "
+                                 "loading its own library into it; try again when it is done\n"
+                                 % (command, prog.pid, tracer.pid))
+        finally:
+            stop_tracer(tracer)
+
+    def test_process_traced_by_its_own_child(self):
+        # A leak check's collector (or a crash handler) is a child of the process.
+        prog = self.start([TARGET, "traced", "30"], "ready pid=")
+        with open("/proc/%d/status" % prog.pid) as f:
+            tracer = int(f.read().split("TracerPid:")[1].split()[0])
+        proc = self.profile("-p", str(prog.pid), expect_rc=1)
+        self.assertEqual(proc.stderr, "heapscope profile: process %d (attach_target) is being "
+                         "traced by its own child process %d: a leak check running inside it "
+                         "(heapscope leaks -p), or a crash handler of the program's; try again "
+                         "when it is done\n" % (prog.pid, tracer))
 
     @unittest.skipUnless(os.getuid() == 0, "needs root to run as another user")
     def test_process_of_another_user_is_refused(self):

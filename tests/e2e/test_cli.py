@@ -1,5 +1,6 @@
 """End-to-end: the heapscope command."""
 import os
+import shutil
 import subprocess
 import unittest
 
@@ -60,9 +61,96 @@ class Cli(Case):
             with open(os.path.join(d, "log." + pid)) as f:
                 self.assertIn("HAS A CORRUPTED REAR GUARD", f.read())
 
+    def test_debug_log_file_that_cannot_be_written(self):
+        # Seen before the program runs: the command stops with the path and the reason.
+        for command in ("debug", "leaks"):
+            r = cli([command, "--log", "/nonexistent-dir/md.log", BUGS, "clean"])
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.stdout, "", "the program did not run")
+            self.assertEqual(r.stderr, "heapscope %s: cannot write the log file "
+                             "/nonexistent-dir/md.log: No such file or directory\n" % command)
+        # Failing while the program runs (every write to /dev/full fails with ENOSPC): the
+        # shim says so once on the program's stderr, and the reports follow there.
+        r = cli(["debug", "--log", "/dev/full", BUGS, "rear_overflow_1"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        bodies = [LINE_RE.match(l).group("body") for l in r.stderr.splitlines()
+                  if LINE_RE.match(l)]
+        self.assertEqual(bodies[0], "cannot write the log file /dev/full: No space left on "
+                                    "device; messages go to stderr from now on")
+        self.assertEqual(bodies[1], DIVIDER)
+        self.assertIn("SIZE 100 HAS A CORRUPTED REAR GUARD", bodies[2])
+        self.assertEqual(sum("cannot write the log file" in b for b in bodies), 1)
+
+    def test_debug_files_of_the_shim_that_cannot_be_written(self):
+        # The allocation records and the heap dump at exit: seen before the program runs.
+        r = cli(["debug", "-o", "record_allocs record_allocs_file=/nonexistent-dir/rec.txt",
+                 BUGS, "clean"])
+        self.assertEqual((r.returncode, r.stdout), (1, ""), r.stderr)
+        self.assertEqual(r.stderr, "heapscope debug: cannot write the allocation records to "
+                         "/nonexistent-dir/rec.txt: No such file or directory\n")
+        r = cli(["leaks", "-o", "backtrace backtrace_dump_on_exit "
+                 "backtrace_dump_prefix=/nonexistent-dir/heap", BUGS, "clean"])
+        self.assertEqual((r.returncode, r.stdout), (1, ""), r.stderr)
+        self.assertRegex(r.stderr, r"^heapscope leaks: cannot write the heap dump at exit to "
+                         r"/nonexistent-dir/heap\.\d+\.exit\.txt: No such file or directory\n$")
+
+    @unittest.skipUnless(os.getuid() == 0 and shutil.which("unshare"),
+                         "needs root and unshare to mount a small tmpfs")
+    def test_debug_log_on_a_file_system_that_fills_up(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            # A 64 KiB tmpfs of our own; a program that fills it (dd, under the shim too)
+            # before its own report: the report's write fails mid-run.
+            script = ('mount -t tmpfs -o size=64k none "$1" && '
+                      'exec "$2" debug --log "$1/md.%%p.log" -- sh -c '
+                      '\'dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null; exec "$2" "$3"\' '
+                      'sh "$1" "%s" rear_overflow_1')
+            r = subprocess.run(["unshare", "-m", "sh", "-c", script % BUGS, "sh", d, CLI],
+                               capture_output=True, text=True, timeout=60)
+            if "unshare failed" in r.stderr or "mount:" in r.stderr:
+                self.skipTest("cannot mount a tmpfs here: " + r.stderr)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            pid = [l for l in r.stdout.splitlines() if l.startswith("pid=")][0][4:]
+            bodies = [LINE_RE.match(l).group("body") for l in r.stderr.splitlines()
+                      if LINE_RE.match(l)]
+            self.assertEqual(bodies[0], "cannot write the log file %s/md.%s.log: No space "
+                             "left on device; messages go to stderr from now on" % (d, pid))
+            self.assertIn("SIZE 100 HAS A CORRUPTED REAR GUARD", "\n".join(bodies))
+            # Full before it starts: the command stops.
+            script = ('mount -t tmpfs -o size=64k none "$1" && '
+                      'dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null; '
+                      'exec "$2" debug --log "$1/md.log" -- "$3" clean')
+            r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", d, CLI, BUGS],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.stdout, "")
+            self.assertEqual(r.stderr, "heapscope debug: cannot write the log file %s/md.log: "
+                             "No space left on device (its file system is full)\n" % d)
+
     def test_debug_program_filter(self):
         r = cli(["debug", "--program", "other", BUGS, "rear_overflow_1"])
         self.assertNotIn("CORRUPTED", r.stderr)
+
+    def test_zombie_target_has_exited(self):
+        # A child that exited and was not waited for: kill(pid, 0) still finds it.
+        import time
+        zombie = subprocess.Popen(["sh", "-c", "exit 3"])
+        try:
+            for _ in range(500):
+                with open("/proc/%d/stat" % zombie.pid) as f:
+                    if f.read().rpartition(")")[2].split()[0] == "Z":
+                        break
+                time.sleep(0.01)
+            want = "process %d (sh) has exited: it is a zombie, whose parent has not " \
+                   "collected its exit status yet" % zombie.pid
+            for command in (["leaks", "-p"], ["leaks", "--no-inject", "-p"],
+                            ["profile", "-p"], ["profile", "--no-inject", "-p"],
+                            ["dumpheap", "-p"]):
+                r = cli(command + [str(zombie.pid)])
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stderr, "heapscope %s: %s\n" % (command[0], want))
+        finally:
+            zombie.wait()
 
     def test_missing_program(self):
         r = cli(["debug"])

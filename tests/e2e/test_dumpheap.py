@@ -1,6 +1,7 @@
 """End-to-end tests of `heapscope dumpheap -p PID`: a heap dump of a running program,
 delivered to the caller, and the refusals."""
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -62,6 +63,37 @@ class DumpHeapTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.exists(os.path.join(self.dir, "hp_workload.%d.heapdump.txt"
                                                     % pid)))
+
+    @unittest.skipUnless(os.getuid() == 0 and shutil.which("unshare"),
+                         "needs root and unshare to mount a small tmpfs")
+    def test_full_disk_is_reported(self):
+        # The dump goes to a 64 KiB tmpfs of our own with ROOM KiB left: less than the dump
+        # (its write fails half-way), or none (seen before the process is asked).
+        script = ('mount -t tmpfs -o size=64k none "$1" || exit 99; '
+                  'dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null; '
+                  'truncate -s -"$4"K "$1/fill"; '
+                  '"$2" debug -o "backtrace backtrace_dump_prefix=$1/heap" -- "$3" serve 30 '
+                  '>/dev/null & '
+                  'sleep 0.5; "$2" dumpheap --timeout 5 -p $! -o "$1/out.txt"; rc=$?; '
+                  'kill $!; echo "pid=$!"; exit $rc')
+        for room in (8, 0):
+            r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", self.dir, CLI,
+                                WORKLOAD, str(room)],
+                               capture_output=True, text=True, env=clean_env(), timeout=60)
+            if r.returncode == 99:
+                self.skipTest("cannot mount a tmpfs here: " + r.stderr)
+            pid = int(r.stdout.split("pid=")[1])
+            self.assertEqual(r.returncode, 1, r.stderr)
+            if room:
+                want = "heapscope dumpheap: process %d could not write its heap dump " \
+                       "%s/heap.%d.txt: No space left on device\n" % (pid, self.dir, pid)
+            else:
+                want = "heapscope dumpheap: process %d cannot write its heap dump " \
+                       "%s/heap.%d.txt: No space left on device (its file system is full)\n" \
+                       % (pid, self.dir, pid)
+            # (The process's own log lines say it too, on the stderr it shares here.)
+            self.assertIn(want, r.stderr)
+            self.assertNotIn("no dump from process", r.stderr)
 
     def test_refusals(self):
         r = self.dumpheap("-p", "12x")

@@ -83,7 +83,11 @@ class Environment(Case):
     def test_log_file_unwritable_falls_back_to_stderr(self):
         r = run([BUGS, "rear_overflow_1"], "guard",
                 {"HEAPSCOPE_LOG_FILE": "/nonexistent/dir/x.log"})
-        self.assertEqual(r.log[0], DIVIDER)
+        # Said once, with the path and the reason, then the report follows on stderr.
+        self.assertEqual(r.log[0], "cannot write the log file /nonexistent/dir/x.log: No such "
+                                   "file or directory; messages go to stderr from now on")
+        self.assertEqual(r.log[1], DIVIDER)
+        self.assertEqual(sum(l.startswith("cannot write the log file") for l in r.log), 1)
 
 
 if __name__ == "__main__":

@@ -272,6 +272,13 @@ class Record(Case):
         with open(target) as f:
             self.assertEqual(f.read(), "keep\n")
 
+    def test_write_failure_names_the_file(self):
+        # /dev/full: the file opens, every write fails with ENOSPC.
+        r = run([RECORD, "seq"], "record_allocs record_allocs_file=/dev/full")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.log, ["Failed to write record alloc information to /dev/full: No "
+                                 "space left on device"])
+
     def test_verbose(self):
         r = run([RECORD, "exit"], self.options("record_allocs verbose"))
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -4,9 +4,10 @@ itself, or (to test the library's injected init alone) by tests/e2e/programs/mu_
 import os
 import re
 import subprocess
+import tempfile
 import unittest
 
-from e2e import CLI, SHIM, Case, clean_env
+from e2e import CLI, SHIM, Case, clean_env, start_tracer, stop_tracer
 
 PROGRAM = os.environ["HS_MU_INJECTED"]
 LIB = os.environ["HS_MEMUNREACHABLE"]
@@ -101,6 +102,16 @@ class Injected(Case):
             self.assertEqual(proc.stdout.readline().strip(), "more_ok")
             third = check(proc.pid)
             self.assertEqual(third.stdout.splitlines()[0], lines[0])
+            # What the check notes on the way (here the sweeper, a process of its own, cut a
+            # heap walk short) comes with the report, not in the program's stderr.
+            proc.stdin.write("corrupt\n")
+            proc.stdin.flush()
+            self.assertEqual(proc.stdout.readline().strip(), "corrupt_ok 1")
+            fourth = check(proc.pid)
+            self.assertEqual(fourth.returncode, 0, fourth.stdout + fourth.stderr)
+            noted = fourth.stdout.split("  Noted during the check:\n")
+            self.assertEqual(len(noted), 2, fourth.stdout)
+            self.assertRegex(noted[1], r"^    glibc heap: ", fourth.stdout)
         finally:
             proc.stdin.close()
             out = proc.stdout.read()
@@ -108,8 +119,37 @@ class Injected(Case):
             proc.wait(timeout=60)
         self.assertEqual(proc.returncode, 0, err)
         self.assertEqual(out.strip(), "done")
-        self.assertIn("memunreachable: %d bytes in 4 allocations unreachable" % (3 * small + big),
-                      err)
+        # Checked from outside: the reports went to the command, none into the program's
+        # own stderr.
+        self.assertEqual(err, "")
+
+    def test_failed_check_says_why_to_the_command(self):
+        # A thread traced by another process (a small tracer that passes every signal on)
+        # cannot be stopped: the check fails, and the reason reaches the command, not the
+        # program's stderr.
+        proc = start(LIB)
+        tracer = None
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        try:
+            read_facts(proc)
+            tracer = start_tracer(proc.pid, tmp.name)
+            r = check(proc.pid)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertEqual(r.stdout.splitlines()[:2], [
+                "error: the unreachable-memory check failed",
+                "  thread capture: ptrace(PTRACE_SEIZE) of thread %d refused (Operation not "
+                "permitted): it is already traced by process %d (python3)"
+                % (proc.pid, tracer.pid)], r.stdout)
+        finally:
+            if tracer:
+                stop_tracer(tracer)
+            proc.stdin.close()
+            proc.stdout.read()
+            err = proc.stderr.read()
+            proc.wait(timeout=60)
+        self.assertEqual(proc.returncode, 0, err)  # unharmed
+        self.assertEqual(err, "")
 
     def test_injection_refused_by_a_program_that_handles_the_signal(self):
         proc = start("-", "handler")

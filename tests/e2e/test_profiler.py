@@ -550,7 +550,78 @@ class ProfilerTest(unittest.TestCase):
     def test_program_exit_status_and_missing_program(self):
         proc = self.profile("--", "sh", "-c", "exit 7", expect_rc=7)
         proc = self.profile("--", "/nonexistent/program", expect_rc=127)
-        self.assertIn("cannot run '/nonexistent/program'", proc.stderr)
+        # What happened, and nothing that did not ("never connected").
+        self.assertEqual(proc.stderr, "heapscope profile: cannot run '/nonexistent/program': "
+                                      "No such file or directory\n")
+
+    def daemon_of(self, command_pid):
+        """The pid of the heapprofd a `heapscope profile` started."""
+        for _ in range(500):
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open("/proc/%s/stat" % entry) as f:
+                        stat = f.read()
+                except OSError:
+                    continue
+                comm, _, rest = stat.partition("(")[2].rpartition(")")
+                if comm == "heapprofd" and int(rest.split()[1]) == command_pid:
+                    return int(entry)
+            time.sleep(0.01)
+        self.fail("no daemon under process %d" % command_pid)
+
+    def test_daemon_killed_is_said_as_such(self):
+        proc = subprocess.Popen([CLI, "profile", "-o", self.dir, "--", WORKLOAD, "serve", "2"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=clean_env())
+        RUNNING.append(proc)
+        self.assertTrue(proc.stdout.readline().startswith("serving pid="))  # connected
+        os.kill(self.daemon_of(proc.pid), signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+        self.assertIn("serve done", out)  # the program unharmed
+        self.assertEqual(proc.returncode, 1, err)
+        self.assertIn("heapscope profile: the profiler daemon died (signal 9): no profile was "
+                      "written; see %s/heapprofd.log\n" % self.dir, err)
+        self.assertNotIn("never connected", err)
+
+    @unittest.skipUnless(os.getuid() == 0 and shutil.which("unshare"),
+                         "needs root and unshare to mount a small tmpfs")
+    def test_full_disk_is_reported(self):
+        # A 64 KiB tmpfs of our own, filled up: the daemon's log and the profile's data fail
+        # to be written (the files themselves can still be created).
+        fill = ('mount -t tmpfs -o size=64k none "$1" && '
+                'dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null; ')
+        run = subprocess.run(["unshare", "-m", "sh", "-c",
+                              fill + 'exec "$2" profile -i 1 -o "$1" -- "$3" known',
+                              "sh", self.dir, CLI, WORKLOAD],
+                             capture_output=True, text=True, env=clean_env(), timeout=120)
+        if "mount:" in run.stderr or "unshare:" in run.stderr:
+            self.skipTest("cannot mount a tmpfs here: " + run.stderr)
+        self.assertIn("known done checksum=", run.stdout)  # the program unharmed
+        self.assertEqual(run.returncode, 1, run.stderr)
+        self.assertRegex(run.stderr, r"heapscope profile: process (\d+): cannot write %s/"
+                         r"hp_workload\.\1\.final\.pb\.gz: No space left on device\n"
+                         % re.escape(self.dir))
+        self.assertIn("heapscope profile: cannot write the profiler's log %s/heapprofd.log: "
+                      "No space left on device\n" % self.dir, run.stderr)
+        self.assertNotIn("view with", run.stderr)
+        # The same when attached to a running process.
+        prog = self.start_dormant()
+        try:
+            run = subprocess.run(["unshare", "-m", "sh", "-c",
+                                  fill + 'exec "$2" profile -o "$1" -p "$3" --duration 1',
+                                  "sh", self.dir, CLI, str(prog.pid)],
+                                 capture_output=True, text=True, env=clean_env(), timeout=120)
+            self.assertEqual(run.returncode, 1, run.stderr)
+            self.assertIn("heapscope profile: process %d: cannot write %s/hp_workload.%d.final."
+                          "pb.gz: No space left on device\n" % (prog.pid, self.dir, prog.pid),
+                          run.stderr)
+            self.assertIsNone(prog.poll())
+        finally:
+            prog.send_signal(signal.SIGTERM)
+            out, _ = prog.communicate(timeout=30)
+        self.assertIn("serve done checksum_ok=1", out)
 
 
 if __name__ == "__main__":

@@ -307,6 +307,15 @@ class DamagedInput(Case):
                 f.write(os.urandom(4096))
             self.assertIn("not an Android native heap dump", report(path, expect=1).stderr)
 
+    def test_directory_is_named_as_such(self):
+        with tempfile.TemporaryDirectory() as d:
+            proc = report(d, expect=1)
+            self.assertEqual(proc.stderr,
+                             "heapscope report: %s: is a directory, not a heap dump\n" % d)
+            good = os.path.join(DUMPS, "android_v1.1.txt")
+            proc = report("--diff", d, good, expect=1)
+            self.assertIn("%s: is a directory" % d, proc.stderr)
+
     def test_every_truncation_is_an_error_or_a_report(self):
         good = open(os.path.join(DUMPS, "android_v1.2.txt"), "rb").read()
         with tempfile.TemporaryDirectory() as d:

@@ -15,7 +15,13 @@
  *                             connects to HEAPSCOPE_PROFILE_SOCKET, else to the system daemon's
  *                             HS_CLIENT_SYSTEM_SOCKET (heapprofd.socket).
  * Everything here is async-signal-safe: the handshake runs in the signal handler, so that an
- * idle process attaches too.
+ * idle process attaches too. The session's socket raises the same signal when the daemon
+ * hangs up (O_ASYNC, F_SETSIG), so that an idle process also follows the end of a session
+ * at once rather than at its next sampled allocation.
+ *
+ * Messages: a preloaded client logs like Android's ("heapprofd: profiling stopped: ...");
+ * an injected one never writes into the program's stderr (the command attached from
+ * outside reports on its side: the daemon tells it who connected, was refused or finished).
  */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "clock.h"
@@ -34,6 +40,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -51,6 +58,7 @@ struct hs_client hs_client = {.sock = -1, .rb = {.fd = -1}};
 
 static char g_address[ADDRESS_MAX]; /* HEAPSCOPE_PROFILE_SOCKET */
 static int g_follow;
+static int g_signal; /* the profiling signal when our handler has it, else 0 */
 static __thread uint32_t t_tid __attribute__((tls_model("initial-exec")));
 
 uint64_t hs_client_now_ns(void)
@@ -63,6 +71,18 @@ uint32_t hs_client_tid(void)
     if (t_tid == 0)
         t_tid = (uint32_t)syscall(SYS_gettid);
     return t_tid;
+}
+
+/* A line for the program's log, only when the client was preloaded (see above). */
+static void client_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void client_log(const char *fmt, ...)
+{
+    if (hs_client_injected())
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    hs_vlog_tag(TAG, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- Using the buffer --------------------------------------------------------------------- */
@@ -91,7 +111,7 @@ void hs_client_detach(const char *why)
      * closed number could be reused by the program. The next session closes it. */
     shutdown(hs_client.sock, SHUT_RDWR);
     hs_client_injected_off();
-    hs_log_tag(TAG, "profiling stopped: %s", why);
+    client_log("profiling stopped: %s", why);
 }
 
 /* True when the daemon closed its end (or the connection broke). */
@@ -101,6 +121,37 @@ static bool daemon_gone(void)
     if (poll(&p, 1, 0) <= 0)
         return false;
     return (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL | POLLIN)) != 0;
+}
+
+/* Ends an ON session that the daemon ended (it shut the buffer down or hung up), from any
+ * context. Returns true when the client is OFF afterwards. */
+static bool drop_ended_session(void)
+{
+    /* As a writer: a new session in another thread waits before it unmaps the buffer. */
+    if (hs_client_enter()) {
+        struct hs_rb_stats st;
+        hs_rb_get_stats(&hs_client.rb, &st);
+        if (st.shutdown)
+            hs_client_detach("the profiler daemon ended the session");
+        else if (daemon_gone())
+            hs_client_detach("the profiler daemon went away");
+        hs_client_leave();
+    }
+    return __atomic_load_n(&hs_client.state, __ATOMIC_SEQ_CST) == HS_CLIENT_OFF;
+}
+
+/* The daemon's hang-up raises the profiling signal (the socket's O_ASYNC owner is this
+ * process): nothing else ever arrives on the socket after the handshake. */
+static void watch_daemon(int sock)
+{
+    if (g_signal == 0)
+        return; /* no handler of ours: the kernel's signal would hit the program */
+    struct f_owner_ex owner = {F_OWNER_PID, getpid()};
+    if (fcntl(sock, F_SETOWN_EX, &owner) != 0 || fcntl(sock, F_SETSIG, g_signal) != 0)
+        return;
+    int fl = fcntl(sock, F_GETFL);
+    if (fl >= 0)
+        fcntl(sock, F_SETFL, fl | O_ASYNC);
 }
 
 /* Adaptive sampling: doubles the interval while the buffer is over half full, and halves it
@@ -277,6 +328,7 @@ static const char *handshake(const char *address, char *buf, size_t cap)
         return err;
     }
     hs_client.sock = sock;
+    watch_daemon(sock);
     hs_client.flags = cfg.flags;
     hs_client.max_stack = cfg.max_stack;
     hs_client.base_interval = cfg.interval;
@@ -288,13 +340,16 @@ static const char *handshake(const char *address, char *buf, size_t cap)
 
 int hs_client_attach(const char *address)
 {
+    /* A session the daemon already ended never blocks a new one. */
+    if (!drop_ended_session())
+        return -1; /* on (a live session), or attaching in another thread */
     int off = HS_CLIENT_OFF;
     if (!__atomic_compare_exchange_n(&hs_client.state, &off, HS_CLIENT_ATTACHING, false,
                                      __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
         return -1; /* on already, or attaching in another thread */
     if (!writers_gone()) {
         __atomic_store_n(&hs_client.state, HS_CLIENT_OFF, __ATOMIC_SEQ_CST);
-        hs_log_tag(TAG, "cannot start profiling: a thread is still writing to the last session");
+        client_log("cannot start profiling: a thread is still writing to the last session");
         return -1;
     }
     forget_session();
@@ -304,13 +359,15 @@ int hs_client_attach(const char *address)
     const char *err = handshake(address, buf, sizeof(buf));
     if (err != NULL) {
         __atomic_store_n(&hs_client.state, HS_CLIENT_OFF, __ATOMIC_SEQ_CST);
-        hs_log_tag(TAG, "%s; the program runs unprofiled", err);
+        client_log("%s; the program runs unprofiled", err);
         return -1;
     }
     __atomic_store_n(&hs_client.pid, (int)getpid(), __ATOMIC_RELAXED);
     __atomic_store_n(&hs_client.seq, 0, __ATOMIC_RELAXED);
     hs_client_injected_on();
     __atomic_store_n(&hs_client.state, HS_CLIENT_ON, __ATOMIC_SEQ_CST);
+    /* A hang-up before O_ASYNC was set raised no signal. */
+    drop_ended_session();
     hs_client_announce_heaps();
     return 0;
 }
@@ -334,6 +391,13 @@ static void on_profile_signal(int sig, siginfo_t *si, void *uc)
     (void)sig;
     (void)uc;
     int saved_errno = errno;
+    /* From the kernel (positive codes: POLL_IN .. POLL_HUP): the session's socket. */
+    if (si->si_code >= POLL_IN && si->si_code <= POLL_HUP) {
+        if (si->si_fd == __atomic_load_n(&hs_client.sock, __ATOMIC_RELAXED))
+            drop_ended_session();
+        errno = saved_errno;
+        return;
+    }
     char address[ADDRESS_MAX];
     if (si->si_code == SI_QUEUE && si->si_value.sival_int > 0)
         hs_format(address, sizeof(address), "@heapscope-heapprofd.%d", si->si_value.sival_int);
@@ -380,8 +444,9 @@ bool hs_client_arm(void)
     if (sig > 0 && sig < NSIG) {
         /* Never take the signal from a program that handles it itself. */
         struct sigaction old;
-        if (sigaction((int)sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL)
-            hs_signal_install((int)sig, on_profile_signal);
+        if (sigaction((int)sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+            hs_signal_install((int)sig, on_profile_signal) == 0)
+            g_signal = (int)sig;
         else
             ok = false;
     }

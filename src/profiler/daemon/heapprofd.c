@@ -10,7 +10,9 @@
  * and end the daemon when its resident memory or CPU time passes the limit.
  *
  * --ready-fd N: the daemon reports on descriptor N, one line each, "ready" once it listens,
- * "connected PID", "refused PID: REASON" and "finished PID PROFILE" (for `heapscope profile`).
+ * "connected PID", "refused PID: REASON", "finished PID PROFILE" (PROFILE empty when the
+ * final profile could not be written) and "error TEXT" for each file it could not write,
+ * its log included (for `heapscope profile`, which says so and exits non-zero).
  */
 #define _GNU_SOURCE
 #include "clock.h"
@@ -95,6 +97,8 @@ struct daemon {
     int exit_code;
 };
 
+static struct daemon *g_daemon; /* for the callbacks below */
+
 static void report(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void report(struct daemon *d, const char *fmt, ...)
 {
@@ -112,6 +116,18 @@ static void report(struct daemon *d, const char *fmt, ...)
     line[n++] = '\n';
     if (write(d->ready_fd, line, (size_t)n) < 0)
         d->ready_fd = -1; /* nobody listens any more */
+}
+
+static void profile_write_failed(pid_t pid, const char *path, const char *reason)
+{
+    report(g_daemon, "error process %d: cannot write %s: %s", (int)pid, path, reason);
+}
+
+/* The log file failed (log.h): told to the command that started us, which has our stderr
+ * too but a prefix of its own. */
+static void log_write_failed(const char *path, int err)
+{
+    report(g_daemon, "error cannot write the profiler's log %s: %s", path, strerror(err));
 }
 
 /* ---- Options ----------------------------------------------------------------------------- */
@@ -499,6 +515,10 @@ int main(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     hs_log_init("heapprofd");
     hs_log_set_program_name("heapprofd");
+    g_daemon = &d;
+    d.cfg.write_failed = profile_write_failed;
+    if (d.ready_fd >= 0)
+        hs_log_set_file_error_hook(log_write_failed);
 
     struct stat st;
     if (stat(d.cfg.out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {

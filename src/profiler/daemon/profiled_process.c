@@ -625,7 +625,10 @@ static int write_file(struct hs_profiled_process *p, uint32_t heap, const char *
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE *f = fopen(tmp, "we");
     if (f == NULL) {
-        hs_log("cannot write %s: %s", tmp, strerror(errno));
+        int err = errno;
+        hs_log("cannot write %s: %s", tmp, strerror(err));
+        if (p->cfg->write_failed)
+            p->cfg->write_failed(p->pid, path, strerror(err));
         return -1;
     }
     int rc = android ? hs_profile_write_android(p->tracker, heap, meta, f)
@@ -642,6 +645,8 @@ static int write_file(struct hs_profiled_process *p, uint32_t heap, const char *
     if (rc != 0) {
         unlink(tmp);
         hs_log("cannot write %s: %s", path, strerror(err));
+        if (p->cfg->write_failed)
+            p->cfg->write_failed(p->pid, path, strerror(err));
     }
     return rc;
 }

@@ -36,6 +36,9 @@ struct hs_daemon_config {
     bool dump_at_max;  /* at the end, also the dump at the peak */
     const pid_t *pids; /* only these processes (and their children when follow); NULL: any */
     size_t num_pids;
+    /* Told of each profile file that could not be written (the reason: strerror's text), on
+     * top of the log line: the daemon passes it on to whoever started it. May be NULL. */
+    void (*write_failed)(pid_t pid, const char *path, const char *reason);
 };
 
 /* What a dump is. */

@@ -3,8 +3,10 @@
  * for test_memunreachable_injected.py.
  *
  *   mu_injected LIB            serve: set up a known heap, print the facts and READY, then
- *                              answer stdin lines ("more": allocate and free some more; EOF:
- *                              finish, print "done" and exit 0)
+ *                              answer stdin lines ("more": allocate and free some more;
+ *                              "corrupt": give a live block a chunk size no chunk can have,
+ *                              which the heap walk must stop at and note; EOF: finish, print
+ *                              "done" and exit 0)
  *   mu_injected -              serve without loading anything (heapscope leaks -p loads the
  *                              library with ptrace)
  *   mu_injected LIB handler    install its own SIGRTMAX-16 handler first, then print init=CODE
@@ -235,6 +237,15 @@ static int serve(void)
             for (int i = 0; i < 100; i++)
                 free(p[i]);
             printf("more_ok\n");
+        } else if (strncmp(line, "corrupt", 7) == 0) {
+            /* Its neighbours stay allocated and it is never freed: glibc never reads the
+             * header again (only the heap walk does). */
+            static void *before, *victim, *after;
+            before = malloc(64);
+            victim = malloc(64);
+            after = malloc(64);
+            ((size_t *)victim)[-1] = 0x11; /* 16 bytes, in use before: below the minimum */
+            printf("corrupt_ok %d\n", before != NULL && after != NULL);
         }
         scrub();
     }
