@@ -4,6 +4,7 @@
 #define UNW_LOCAL_ONLY
 #include "backtrace.h"
 
+#include "capture_gate.h"
 #include "elf_cache.h"
 #include "elf_symbols.h"
 #include "format.h"
@@ -62,6 +63,9 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
         return 0;
     if (max_frames > HS_BACKTRACE_MAX_FRAMES)
         max_frames = HS_BACKTRACE_MAX_FRAMES;
+    /* No fork may copy the unwinder's locks while this capture can hold one. */
+    if (!hs_capture_gate_enter())
+        return 0;
     int saved_errno = errno;
     size_t n = 0;
 
@@ -78,6 +82,7 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
     } else {
         n = capture_slow(frames, max_frames, skip + 2);
     }
+    hs_capture_gate_leave();
     errno = saved_errno;
     return n;
 }
