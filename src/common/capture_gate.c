@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 struct hs_capture_stripe hs_capture_stripes[HS_CAPTURE_GATE_STRIPES];
-int hs_capture_gate = HS_CAPTURE_GATE_OPEN;
+struct hs_capture_gate_word hs_capture_gate = {HS_CAPTURE_GATE_OPEN};
 __thread unsigned hs_capture_thread_number __attribute__((tls_model("initial-exec")));
 __thread unsigned hs_capture_depth __attribute__((tls_model("initial-exec")));
 
@@ -57,7 +57,7 @@ bool hs_capture_gate_enter_slow(struct hs_capture_stripe *s)
     int saved_errno = errno;
     bool ok = false;
     for (;;) {
-        int gate = __atomic_load_n(&hs_capture_gate, __ATOMIC_SEQ_CST);
+        int gate = __atomic_load_n(&hs_capture_gate.state, __ATOMIC_SEQ_CST);
         if (gate == HS_CAPTURE_GATE_OPEN || (gate == HS_CAPTURE_GATE_CLOSED && t_owner_depth)) {
             ok = true;
             break;
@@ -69,8 +69,8 @@ bool hs_capture_gate_enter_slow(struct hs_capture_stripe *s)
         /* Off; or nested in a capture of this thread that the forker may be waiting for. */
         if (gate == HS_CAPTURE_GATE_OFF || hs_capture_depth > 0)
             break;
-        while (__atomic_load_n(&hs_capture_gate, __ATOMIC_SEQ_CST) == HS_CAPTURE_GATE_CLOSED)
-            futex(&hs_capture_gate, FUTEX_WAIT_PRIVATE, HS_CAPTURE_GATE_CLOSED);
+        while (__atomic_load_n(&hs_capture_gate.state, __ATOMIC_SEQ_CST) == HS_CAPTURE_GATE_CLOSED)
+            futex(&hs_capture_gate.state, FUTEX_WAIT_PRIVATE, HS_CAPTURE_GATE_CLOSED);
         hs_capture_depth++;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         __atomic_fetch_add(&s->in_flight, 1, __ATOMIC_SEQ_CST);
@@ -81,7 +81,7 @@ bool hs_capture_gate_enter_slow(struct hs_capture_stripe *s)
 
 bool hs_capture_gate_is_off(void)
 {
-    return __atomic_load_n(&hs_capture_gate, __ATOMIC_ACQUIRE) == HS_CAPTURE_GATE_OFF;
+    return __atomic_load_n(&hs_capture_gate.state, __ATOMIC_ACQUIRE) == HS_CAPTURE_GATE_OFF;
 }
 
 /* True when this thread's stripe has been given to no other thread: its count is then this
@@ -90,7 +90,8 @@ static bool own_stripe_is_private(void)
 {
     unsigned n = hs_capture_thread_number;
     return n != 0 && n <= HS_CAPTURE_GATE_STRIPES &&
-           __atomic_load_n(&g_threads_numbered, __ATOMIC_RELAXED) <= n - 1 + HS_CAPTURE_GATE_STRIPES;
+           __atomic_load_n(&g_threads_numbered, __ATOMIC_RELAXED) <=
+               n - 1 + HS_CAPTURE_GATE_STRIPES;
 }
 
 /* Backs off while waiting for captures: spins first (a capture takes microseconds), then
@@ -145,15 +146,15 @@ void hs_capture_gate_fork_prepare(void)
     }
     for (;;) {
         int expected = HS_CAPTURE_GATE_OPEN;
-        if (__atomic_compare_exchange_n(&hs_capture_gate, &expected, HS_CAPTURE_GATE_CLOSED, false,
-                                        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        if (__atomic_compare_exchange_n(&hs_capture_gate.state, &expected, HS_CAPTURE_GATE_CLOSED,
+                                        false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
             break;
         if (expected == HS_CAPTURE_GATE_OFF) {
             errno = saved_errno;
             return; /* captures are off in this process: nothing to wait for */
         }
         /* Another thread is forking: wait for its parent handler. */
-        futex(&hs_capture_gate, FUTEX_WAIT_PRIVATE, HS_CAPTURE_GATE_CLOSED);
+        futex(&hs_capture_gate.state, FUTEX_WAIT_PRIVATE, HS_CAPTURE_GATE_CLOSED);
     }
     t_owner_depth = 1;
     g_fork.drained = drain(&g_fork.own_count);
@@ -165,8 +166,8 @@ void hs_capture_gate_fork_parent(void)
     if (t_owner_depth == 0 || --t_owner_depth > 0)
         return;
     int saved_errno = errno;
-    __atomic_store_n(&hs_capture_gate, HS_CAPTURE_GATE_OPEN, __ATOMIC_SEQ_CST);
-    futex(&hs_capture_gate, FUTEX_WAKE_PRIVATE, INT_MAX);
+    __atomic_store_n(&hs_capture_gate.state, HS_CAPTURE_GATE_OPEN, __ATOMIC_SEQ_CST);
+    futex(&hs_capture_gate.state, FUTEX_WAKE_PRIVATE, INT_MAX);
     errno = saved_errno;
 }
 
@@ -185,12 +186,12 @@ void hs_capture_gate_fork_child(void)
         __atomic_store_n(&hs_capture_stripes[i].in_flight, i == own_index ? g_fork.own_count : 0,
                          __ATOMIC_RELAXED);
     if (!g_fork.drained) {
-        __atomic_store_n(&hs_capture_gate, HS_CAPTURE_GATE_OFF, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&hs_capture_gate.state, HS_CAPTURE_GATE_OFF, __ATOMIC_SEQ_CST);
         hs_log("%s: fork: a stack capture of another thread may still have been running; "
                "no backtraces are captured in this child",
                hs_log_program_name());
     } else {
-        __atomic_store_n(&hs_capture_gate,
+        __atomic_store_n(&hs_capture_gate.state,
                          t_owner_depth > 0 ? HS_CAPTURE_GATE_CLOSED : HS_CAPTURE_GATE_OPEN,
                          __ATOMIC_SEQ_CST);
     }

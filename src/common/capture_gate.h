@@ -59,8 +59,13 @@ struct hs_capture_stripe {
     unsigned long in_flight;
 } __attribute__((aligned(64)));
 
+/* On a line of its own: read by every capture, written only by forks. */
+struct hs_capture_gate_word {
+    int state;
+} __attribute__((aligned(64)));
+
 extern struct hs_capture_stripe hs_capture_stripes[HS_CAPTURE_GATE_STRIPES];
-extern int hs_capture_gate;
+extern struct hs_capture_gate_word hs_capture_gate;
 /* This thread's number + 1 (0: none yet); its stripe is number % HS_CAPTURE_GATE_STRIPES. */
 extern __thread unsigned hs_capture_thread_number __attribute__((tls_model("initial-exec")));
 /* Captures of this thread between enter and leave, nested ones (signal handlers) included. */
@@ -89,9 +94,8 @@ static inline bool hs_capture_gate_enter(void)
     hs_capture_depth++;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_fetch_add(&s->in_flight, 1, __ATOMIC_SEQ_CST);
-    if (__builtin_expect(__atomic_load_n(&hs_capture_gate, __ATOMIC_SEQ_CST) ==
-                             HS_CAPTURE_GATE_OPEN,
-                         1))
+    if (__builtin_expect(
+            __atomic_load_n(&hs_capture_gate.state, __ATOMIC_SEQ_CST) == HS_CAPTURE_GATE_OPEN, 1))
         return true;
     return hs_capture_gate_enter_slow(s);
 }

@@ -190,7 +190,7 @@ static void *outer_capture(void *arg)
 static void *signal_when_closed(void *arg)
 {
     (void)arg;
-    while (__atomic_load_n(&hs_capture_gate, __ATOMIC_ACQUIRE) != HS_CAPTURE_GATE_CLOSED)
+    while (__atomic_load_n(&hs_capture_gate.state, __ATOMIC_ACQUIRE) != HS_CAPTURE_GATE_CLOSED)
         sched_yield();
     pthread_kill(g_capturer, SIGUSR2);
     return NULL;
@@ -305,7 +305,7 @@ static void test_concurrent_forks_under_load(void)
     for (int i = 0; i < CAPTURERS; i++)
         pthread_join(capturers[i], NULL);
     CHECK_EQ(atomic_load(&g_bad_children), 0);
-    CHECK_EQ(__atomic_load_n(&hs_capture_gate, __ATOMIC_ACQUIRE), HS_CAPTURE_GATE_OPEN);
+    CHECK_EQ(__atomic_load_n(&hs_capture_gate.state, __ATOMIC_ACQUIRE), HS_CAPTURE_GATE_OPEN);
 }
 
 int main(void)

@@ -48,16 +48,16 @@ static __attribute__((noinline)) void leaf(uint32_t path)
 
 /* hop_ABCD, A..D base-4 digits of its index. The empty asm after the call keeps it from
  * being a tail call, so every hop stays on the stack. */
-#define HOP(a, b, c, d)                                                                        \
-    static __attribute__((noinline)) void hop_##a##b##c##d(unsigned depth, uint32_t path)      \
-    {                                                                                          \
-        if (depth == 0) {                                                                      \
-            leaf(path);                                                                        \
-        } else {                                                                               \
-            uint32_t next = path * 1103515245u + 12345u + (a * 64 + b * 16 + c * 4 + d);      \
-            g_hops[(next >> 16) & 255](depth - 1, next);                                       \
-        }                                                                                      \
-        __asm__ volatile("" ::: "memory");                                                     \
+#define HOP(a, b, c, d)                                                                            \
+    static __attribute__((noinline)) void hop_##a##b##c##d(unsigned depth, uint32_t path)          \
+    {                                                                                              \
+        if (depth == 0) {                                                                          \
+            leaf(path);                                                                            \
+        } else {                                                                                   \
+            uint32_t next = path * 1103515245u + 12345u + (a * 64 + b * 16 + c * 4 + d);           \
+            g_hops[(next >> 16) & 255](depth - 1, next);                                           \
+        }                                                                                          \
+        __asm__ volatile("" ::: "memory");                                                         \
     }
 #define HOP_D(a, b, c) HOP(a, b, c, 0) HOP(a, b, c, 1) HOP(a, b, c, 2) HOP(a, b, c, 3)
 #define HOP_C(a, b) HOP_D(a, b, 0) HOP_D(a, b, 1) HOP_D(a, b, 2) HOP_D(a, b, 3)
@@ -135,8 +135,7 @@ int main(int argc, char **argv)
     int threads = atoi(argv[2]);
     long deadline_ms = argc > 3 ? atol(argv[3]) : 10000;
     if (forks < 1 || threads < 1 || threads > MAX_WORKERS || deadline_ms < 1) {
-        fprintf(stderr, "md_fork: FORKS >= 1, 1 <= THREADS <= %d, DEADLINE_MS >= 1\n",
-                MAX_WORKERS);
+        fprintf(stderr, "md_fork: FORKS >= 1, 1 <= THREADS <= %d, DEADLINE_MS >= 1\n", MAX_WORKERS);
         return 2;
     }
     pthread_t workers[MAX_WORKERS];
