@@ -3,7 +3,7 @@
  *
  * State: hs_capture_gate (OPEN, CLOSED while a fork is between its prepare and parent or
  * child handler, OFF for good in a child whose prepare handler could not drain), the
- * stripes, and per thread its number, its capture depth and g_owner_depth below. Only the
+ * stripes, and per thread its number, its capture depth and t_owner_depth below. Only the
  * thread that closed the gate (the forker) reads or writes g_fork; other forkers wait in
  * prepare for the gate to open before they can close it.
  */
@@ -32,7 +32,7 @@ static unsigned g_threads_numbered;
 /* Forks in progress that this thread closed the gate for (nested: fork from a signal handler
  * during a fork). Its captures pass the closed gate: they end before its fork happens. */
 static __thread unsigned t_owner_depth __attribute__((tls_model("initial-exec")));
-/* What the outermost prepare handler found, for the child handler. */
+/* What the latest prepare handler found, for the child handler. */
 static struct {
     bool drained;       /* no other thread's capture was in flight when prepare returned */
     unsigned own_count; /* this thread's share of its stripe's count */
