@@ -4,6 +4,7 @@
 #define UNW_LOCAL_ONLY
 #include "backtrace.h"
 
+#include "capture_gate.h"
 #include "elf_cache.h"
 #include "elf_symbols.h"
 #include "format.h"
@@ -72,6 +73,11 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
     if (max_frames > HS_BACKTRACE_MAX_FRAMES)
         max_frames = HS_BACKTRACE_MAX_FRAMES;
     int saved_errno = errno;
+    /* No fork may copy the unwinder's locks while this capture can hold one. */
+    if (!hs_capture_gate_enter()) {
+        errno = saved_errno;
+        return 0;
+    }
     size_t n = 0;
 
     if (!t_in_fast_capture && skip <= HS_BACKTRACE_MAX_SKIP) {
@@ -88,6 +94,7 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
     } else {
         n = capture_slow(frames, max_frames, skip + 2);
     }
+    hs_capture_gate_leave();
     errno = saved_errno;
     return n;
 }

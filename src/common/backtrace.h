@@ -21,6 +21,13 @@
  * interrupted dlopen/dlclose in the middle of updating the list of objects can see it half
  * updated. Both preserve errno.
  *
+ * Fork: every capture passes the capture gate (capture_gate.h), whose fork handlers make a
+ * fork wait for the captures in flight in other threads, so that no child inherits one of
+ * libunwind's locks held by a thread it does not have; a program that may fork registers
+ * them (the shim does). A capture that meets a fork in progress waits for it, or returns 0
+ * frames if it interrupted a capture of its own thread; in a child whose fork could not wait
+ * (a capture that did not end) every capture returns 0 frames.
+ *
  * Stack use (measured on x86_64, mostly libunwind's): a capture needs ~6 KiB, up to ~9 KiB
  * when libunwind parses the unwind information of frames it has not cached yet; the slow path
  * ~7 KiB; hs_backtrace_log ~8 KiB (a struct hs_map with its PATH_MAX path, the log line),
@@ -45,8 +52,9 @@
  * one after glibc's signal trampoline, see signal_trampoline.h), which is its exact pc. With
  * skip == 0 frames[0] is the call site in the function that called hs_backtrace_capture;
  * each unit of skip drops one more frame from the top (e.g. 1 starts at the caller's caller).
- * Returns 0 when max_frames is 0 or the stack has no more frames than skipped. The first
- * capture of the process also looks libc up (dl_iterate_phdr). */
+ * Returns 0 when max_frames is 0, the stack has no more frames than skipped, or the capture
+ * gate refused the capture (see Fork above). The first capture of the process also looks
+ * libc up (dl_iterate_phdr). */
 size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames, size_t skip);
 
 /* Logs the frames through hs_log, one line per frame in Android's format:

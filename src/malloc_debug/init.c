@@ -17,6 +17,7 @@
 #include "record_allocs.h"
 
 #include "backtrace.h"
+#include "capture_gate.h"
 #include "env.h"
 #include "log.h"
 #include "proc_maps.h"
@@ -143,8 +144,14 @@ static int configure(void)
         hs_log("%s: malloc debug enabled", hs_log_program_name());
     hs_md_requests_init();
     hs_md_heap_dump_init();
-    /* A child forked while other threads allocate must find every lock free. */
+    /* A child forked while other threads allocate must find every lock free. Prepare
+     * handlers run in reverse order of registration: first record_allocs' (frees holding a
+     * place in its table finish, and may capture a stack meanwhile), then the capture gate's
+     * (captures in flight finish, so the unwinder's locks are free; a capture needs none of
+     * the shim's locks), then the shim's own locks. */
     pthread_atfork(hs_md_lock_everything, hs_md_unlock_everything, hs_md_unlock_everything);
+    pthread_atfork(hs_capture_gate_fork_prepare, hs_capture_gate_fork_parent,
+                   hs_capture_gate_fork_child);
     if (cfg->options & HS_OPT_RECORD_ALLOCS) {
         if (!hs_md_record_init(cfg))
             return HS_MD_PASSTHROUGH;

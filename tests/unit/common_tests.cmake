@@ -35,3 +35,10 @@ add_executable(test_perf_map ${HS_COMMON_TESTS_DIR}/test_perf_map.c)
 target_include_directories(test_perf_map PRIVATE ${HS_COMMON_TESTS_DIR})
 target_link_libraries(test_perf_map PRIVATE hs_common)
 add_test(NAME unit.perf_map COMMAND test_perf_map)
+
+# The fork gate of stack capture (capture_gate.c): forks while captures are in flight.
+add_executable(test_capture_gate ${HS_COMMON_TESTS_DIR}/test_capture_gate.c)
+target_include_directories(test_capture_gate PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_capture_gate PRIVATE hs_common Threads::Threads)
+add_test(NAME unit.capture_gate COMMAND test_capture_gate)
+set_tests_properties(unit.capture_gate PROPERTIES TIMEOUT 180)

@@ -1,0 +1,87 @@
+"""End-to-end: fork() at any moment while other threads allocate never leaves the child with a
+lock held (issue 19, item 10: the child hung in libunwind, on a lock a thread of the parent
+held at the moment of fork).
+
+md_fork runs 4 threads that keep starting short-lived threads, each allocating through
+stacks of ~260 distinct return addresses (libunwind's per-thread frame cache is cold and its
+global rule cache too small, so captures keep taking its lock), and forks 3 times; each
+child allocates and _exits. Before the fix about one fork in ten hung under backtrace. Each
+tracking option is run RUNS times; a child still running after md_fork's deadline is killed
+and reported by md_fork itself, and a parent that does not finish is killed with its whole
+process group, so a hang fails the test instead of hanging it.
+"""
+import os
+import signal
+import subprocess
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+from e2e import SHIM, Case, Run
+
+FORK = os.environ["HS_MD_FORK"]
+RUNS = 200
+FORKS = 3
+THREADS = 4
+CHILD_DEADLINE_MS = 10000   # md_fork's wait for one child (a child needs milliseconds)
+RUN_TIMEOUT = 120           # the whole run, should md_fork itself not finish
+PARALLEL = 2
+
+
+def run_once(options):
+    """One md_fork run; returns (failure text or None, Run or None)."""
+    env = dict(os.environ, LD_PRELOAD=SHIM, LIBC_DEBUG_MALLOC_OPTIONS=options)
+    env.pop("LIBC_DEBUG_MALLOC_PROGRAM", None)
+    env.pop("HEAPSCOPE_LOG_FILE", None)
+    proc = subprocess.Popen([FORK, str(FORKS), str(THREADS), str(CHILD_DEADLINE_MS)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=RUN_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return "md_fork did not finish in %d s (killed)" % RUN_TIMEOUT, None
+    r = Run(SimpleNamespace(returncode=proc.returncode, stdout=out, stderr=err), "md_fork")
+    if proc.returncode != 0 or out.splitlines()[-1:] != ["ok"]:
+        return "exit status %d, stdout %r, stderr %r" % (proc.returncode, out, err[-2000:]), r
+    return None, r
+
+
+class Fork(Case):
+    def check(self, options):
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            pending = [pool.submit(run_once, options) for _ in range(RUNS)]
+            for i, future in enumerate(pending):
+                failure, r = future.result()
+                if failure:
+                    for other in pending:
+                        other.cancel()
+                    self.fail("run %d of %d under %r: %s" % (i + 1, RUNS, options, failure))
+                # leak_track lists what libc keeps at exit (thread descriptors); nothing else
+                # may be reported, and no child may have been left without backtraces.
+                log = [l for l in r.log if "leaked block of size" not in l
+                       and l != "Backtrace at time of allocation:" and not l.startswith("  ")]
+                self.assertEqual(log, [], "run %d: %s" % (i + 1, "\n".join(r.log[:40])))
+
+    def test_backtrace(self):
+        self.check("backtrace")
+
+    def test_free_track(self):
+        self.check("free_track")
+
+    def test_leak_track(self):
+        self.check("leak_track")
+
+    def test_verify_pointers(self):
+        self.check("verify_pointers")
+
+    def test_record_allocs(self):
+        self.check("record_allocs")
+
+    def test_every_tracking_option(self):
+        self.check("backtrace free_track leak_track verify_pointers record_allocs")
+
+
+if __name__ == "__main__":
+    unittest.main()
