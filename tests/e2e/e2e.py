@@ -70,6 +70,17 @@ def run(args, options=None, env_extra=None, preload=True, timeout=120):
     return Run(proc, os.path.basename(args[0]))
 
 
+def without_leak_report(log, prog):
+    """The log bodies less leak_track's report at exit: its summary by stack, its block lines
+    and their backtraces."""
+    p = re.escape(prog)
+    leak = re.compile(r"\+\+\+ (%s leaked \d+ blocks? \(|\d+ blocks? of sizes? |%s: the |"
+                      r"%s leaked block of size |\d+ more stacks? |%s: \d+ more leaked|"
+                      r"\d+ blocks? \(\d+ bytes\) without)" % (p, p, p, p))
+    return [l for l in log if not leak.match(l)
+            and l != "Backtrace at time of allocation:" and not l.startswith("  ")]
+
+
 def clean_env():
     """This environment without heapscope's variables or a preload: for a tool under test
     that must set up its own."""

@@ -17,7 +17,7 @@ import unittest
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
-from e2e import SHIM, Case, Run
+from e2e import SHIM, Case, Run, without_leak_report
 
 FORK = os.environ["HS_MD_FORK"]
 RUNS = 200
@@ -60,8 +60,7 @@ class Fork(Case):
                     self.fail("run %d of %d under %r: %s" % (i + 1, RUNS, options, failure))
                 # leak_track lists what libc keeps at exit (thread descriptors); nothing else
                 # may be reported, and no child may have been left without backtraces.
-                log = [l for l in r.log if "leaked block of size" not in l
-                       and l != "Backtrace at time of allocation:" and not l.startswith("  ")]
+                log = without_leak_report(r.log, "md_fork")
                 self.assertEqual(log, [], "run %d: %s" % (i + 1, "\n".join(r.log[:40])))
 
     def test_backtrace(self):

@@ -1,14 +1,7 @@
 """End-to-end: threads, fork and exit under the shim finish with no report and no hang."""
-import re
 import unittest
 
-from e2e import STRESS, Case, run
-
-
-# Every line of leak_track's report but the frames: the summary by stack and the blocks.
-LEAK_LINE = (r"\+\+\+ (md_stress leaked \d+ blocks? \(|\d+ blocks? of sizes? |"
-             r"md_stress: the |md_stress leaked block of size |\d+ more stacks? |"
-             r"md_stress: \d+ more leaked|\d+ blocks? \(\d+ bytes\) without)")
+from e2e import STRESS, Case, run, without_leak_report
 
 
 class Stress(Case):
@@ -19,8 +12,7 @@ class Stress(Case):
         log = r.log
         if leaks_ok:
             # leak_track reports what libc and exiting threads still hold; nothing else.
-            log = [l for l in log if not re.match(LEAK_LINE, l)
-                   and l != "Backtrace at time of allocation:" and not l.startswith("  ")]
+            log = without_leak_report(log, "md_stress")
         self.assertEqual(log, [], "\n".join(r.log[:40]))
 
     def test_threads_with_guards_and_fill(self):
