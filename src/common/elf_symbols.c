@@ -234,6 +234,20 @@ static bool first_symtab(const struct hs_elf *elf, const struct shtab *t, uint32
     return false;
 }
 
+/* Copies symbol i of the table sh (strings in str) to *sym; true when it can name code: a
+ * defined, sized function (or ifunc, or untyped symbol) with a non-empty name inside str. */
+static bool function_symbol(const struct hs_elf *elf, const Elf64_Shdr *sh, const Elf64_Shdr *str,
+                            uint64_t i, Elf64_Sym *sym)
+{
+    memcpy(sym, elf->data + sh->sh_offset + i * sh->sh_entsize, sizeof(*sym));
+    unsigned char st_type = ELF64_ST_TYPE(sym->st_info);
+    if (st_type != STT_FUNC && st_type != STT_GNU_IFUNC && st_type != STT_NOTYPE)
+        return false;
+    if (sym->st_shndx == SHN_UNDEF || sym->st_size == 0)
+        return false;
+    return sym->st_name < str->sh_size && elf->data[str->sh_offset + sym->st_name] != '\0';
+}
+
 /* Scans the symbol table of type `type` for symbols containing vaddr, updating *best. */
 static void scan_symbols(const struct hs_elf *elf, const struct shtab *t, uint32_t type,
                          uint64_t vaddr, struct best *best)
@@ -245,15 +259,9 @@ static void scan_symbols(const struct hs_elf *elf, const struct shtab *t, uint32
     uint64_t count = sh.sh_size / sh.sh_entsize;
     for (uint64_t i = 0; i < count; i++) {
         Elf64_Sym sym;
-        memcpy(&sym, elf->data + sh.sh_offset + i * sh.sh_entsize, sizeof(sym));
-        unsigned char st_type = ELF64_ST_TYPE(sym.st_info);
-        if (st_type != STT_FUNC && st_type != STT_GNU_IFUNC && st_type != STT_NOTYPE)
-            continue;
-        if (sym.st_shndx == SHN_UNDEF || sym.st_size == 0)
+        if (!function_symbol(elf, &sh, &str, i, &sym))
             continue;
         if (vaddr < sym.st_value || vaddr - sym.st_value >= sym.st_size)
-            continue;
-        if (sym.st_name >= str.sh_size || strtab[sym.st_name] == '\0')
             continue;
         int rank = binding_rank(sym.st_info);
         if (best->found &&
@@ -323,13 +331,7 @@ static bool index_table(const struct hs_elf *elf, const struct shtab *t, uint32_
     for (int pass = 0; pass < 2; pass++) {
         for (uint64_t i = 0; i < count; i++) {
             Elf64_Sym sym;
-            memcpy(&sym, elf->data + sh.sh_offset + i * sh.sh_entsize, sizeof(sym));
-            unsigned char st_type = ELF64_ST_TYPE(sym.st_info);
-            if (st_type != STT_FUNC && st_type != STT_GNU_IFUNC && st_type != STT_NOTYPE)
-                continue;
-            if (sym.st_shndx == SHN_UNDEF || sym.st_size == 0)
-                continue;
-            if (sym.st_name >= str.sh_size || elf->data[str.sh_offset + sym.st_name] == '\0')
+            if (!function_symbol(elf, &sh, &str, i, &sym))
                 continue;
             if (pass == 1) {
                 ix->syms[which][n] = (struct hs_elf_sym_entry){
