@@ -35,3 +35,9 @@ add_executable(test_perf_map ${HS_COMMON_TESTS_DIR}/test_perf_map.c)
 target_include_directories(test_perf_map PRIVATE ${HS_COMMON_TESTS_DIR})
 target_link_libraries(test_perf_map PRIVATE hs_common)
 add_test(NAME unit.perf_map COMMAND test_perf_map)
+
+# The private allocator (arena.c): growing blocks, large ones by mremap.
+add_executable(test_arena ${HS_COMMON_TESTS_DIR}/test_arena.c)
+target_include_directories(test_arena PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_arena PRIVATE hs_common)
+add_test(NAME unit.arena COMMAND test_arena)
