@@ -19,14 +19,27 @@
  * depth-first with an explicit stack. Every allocation is scanned exactly once either way.
  *
  * Lookup ("is this word a heap pointer?"), the hot path, costs one subtraction and one
- * compare for the great majority of words (those outside [lowest begin, highest end)); a
- * word inside that span costs a probe of an open-addressing hash of 4 KiB address regions
- * (region -> the run of allocations overlapping it, typically a handful) and a binary search
- * within the run. On a big heap each of these, and the mark byte, is a cache miss, so marking
- * looks candidates up in batches of HS_MU_BATCH with prefetches between the steps (the misses
- * of a batch overlap instead of following one another). Allocations spanning more than
- * HS_MU_BIG_REGIONS regions are not entered region by region (a huge untouched malloc would blow
- * the table up) but kept in a short sorted list searched when the hash has no answer.
+ * compare for the great majority of words (those outside [lowest begin, highest end)). A word
+ * inside that span is looked up in a page table: the address space is cut into 2 MiB pages,
+ * and an open-addressing hash (small: one entry per page of heap, so it stays in cache) gives
+ * for each page the run of allocations that begin in it, allocs[base, base + count). A page
+ * where more than HS_MU_PAGE_RUN allocations begin also has a slot array that cuts the run
+ * into about one allocation per slot (as many slots as allocations, a power of two, slots of
+ * 256 bytes at the smallest). The allocation holding the word is the last one beginning at or
+ * below it: found by a binary search in its slot (a handful at most), else it is the one just
+ * before the slot's first, allocs[lo - 1], which may begin pages earlier. So an allocation
+ * running over a page end needs no entry in the next page's run: the pages it covers get an
+ * entry with an empty run, except for allocations covering more than HS_MU_BIG_PAGES pages,
+ * kept in a short sorted list searched when the page table has no entry. On a big heap the
+ * slot, the allocation and the mark byte are each a cache miss, so marking looks candidates
+ * up in batches of HS_MU_BATCH with prefetches between the steps (the misses of a batch
+ * overlap instead of following one another).
+ *
+ * Building the index is a counting sort, not a comparison sort: listing counts each
+ * allocation in its page, then the allocations are scattered into page order (one pass), and
+ * each page's run, a few hundred KiB at most and so in cache, is sorted by slot the same way
+ * and within each slot by insertion. No pass over the allocations is spent on anything but
+ * placing them.
  *
  * Fault tolerance: all reads of the snapshot's memory (root ranges, allocations, contents)
  * go through a guard. hs_mu_fault_guard_install() installs SIGSEGV/SIGBUS handlers; while a
@@ -37,9 +50,9 @@
  * without the guard (a real bug still crashes).
  *
  * Memory: everything comes from the caller's hs_arena (never malloc). For n allocations:
- * 16n bytes of ranges (+16n while sorting), n mark bytes, n/8 bytes of pending bits, 4n bytes
- * of work stack, and the region table (16 bytes per slot, 2 to 4 slots per 4 KiB region
- * holding small allocations).
+ * 16n bytes of ranges (+16n while sorting; the list grows by mremap, never copied), n mark
+ * bytes, n/8 bytes of pending bits, 4n bytes of work stack, 4 to 8 bytes per allocation of
+ * slot arrays, and the page table (32 bytes per entry, at most half full).
  *
  * Threading and signals: a walker is used by one thread. The fault guard is process-global
  * state for the single-threaded sweeper (and single-threaded tests); its handler is
@@ -58,12 +71,19 @@
 /* Tag of the sweeper's log lines. */
 #define HS_MU_LOG_TAG "memunreachable"
 
-/* log2 of the region size of the lookup table (4 KiB). */
-#define HS_MU_REGION_SHIFT 12
-/* Allocations overlapping more regions than this go to the "big" list (256 KiB). */
-#define HS_MU_BIG_REGIONS 64
+/* The lookup index cuts the address space into 2 MiB pages (see the header comment). */
+#define HS_MU_PAGE_SHIFT 21
+#define HS_MU_PAGE_BYTES ((uintptr_t)1 << HS_MU_PAGE_SHIFT)
+/* A page where more allocations than this begin gets a slot array. */
+#define HS_MU_PAGE_RUN 8
+/* Smallest slot of a slot array (256 bytes: 8192 slots per page). */
+#define HS_MU_MIN_SLOT_SHIFT 8
+/* Allocations covering more pages than this go to the "big" list (128 MiB). */
+#define HS_MU_BIG_PAGES 64
 /* Candidate words looked up together while marking. */
 #define HS_MU_BATCH 64
+/* A page without a slot array. */
+#define HS_MU_NO_SLOTS UINT32_MAX
 /* "No allocation" index. */
 #define HS_MU_NONE ((size_t)-1)
 
@@ -84,12 +104,17 @@ struct hs_mu_root {
  * of an allocation (and is not its first byte) is a chunk pointer, not a reference. */
 #define HS_MU_ROOT_MALLOC_STATE 1u
 
-/* One entry of the region table: the allocations overlapping one region are
- * allocs[first, first + count). key is region number + 1, 0 marks an empty slot. */
-struct hs_mu_region {
+/* One entry of the page table: page number + 1 as the key (0 marks an empty entry), the
+ * allocations that begin in the page, allocs[base, base + count), and for a dense page its slot
+ * array: slots[slots .. slots + 2^(HS_MU_PAGE_SHIFT - slot_shift)], where entry k is the index of
+ * the first allocation beginning in slot k or above (the last entry ends the page's run). */
+struct hs_mu_page {
     uintptr_t key;
-    uint32_t first;
+    uint32_t base;
     uint32_t count;
+    uint32_t slots; /* offset into the walker's slots[], or HS_MU_NO_SLOTS */
+    uint32_t fill;  /* while sorting */
+    uint8_t slot_shift;
 };
 
 struct hs_mu_heap_walker {
@@ -120,10 +145,14 @@ struct hs_mu_heap_walker {
     /* Lookup. span == 0 when there are no allocations (every lookup fails the range test). */
     uintptr_t min;  /* allocs[0].begin */
     uintptr_t span; /* highest end - min */
-    struct hs_mu_region *regions;
-    size_t region_mask; /* table size - 1 (a power of two) */
-    uint32_t *big;      /* indices of big allocations, ascending */
-    size_t num_big;
+    struct hs_mu_page *pages; /* open addressing, at most half full; NULL when empty */
+    size_t page_mask;         /* table size - 1 (a power of two) */
+    size_t num_pages;
+    struct hs_mu_page *last_page; /* the entry used last while listing */
+    uint32_t *slots;              /* the dense pages' slot arrays */
+    size_t num_slot_words;
+    uint32_t *big; /* indices of big allocations, ascending */
+    size_t num_big, cap_big;
     uintptr_t big_min, big_span;
 
     /* Roots. */
