@@ -562,3 +562,38 @@ int hs_mu_collect_finish(struct hs_mu_collect_stats *stats)
 {
     return hs_mu_collect_reap(stats, HS_MU_FINISH_WAIT_MS);
 }
+
+/* True when a process orphaned by the collector goes to someone other than the program: the
+ * kernel hands orphans to the nearest child subreaper among their ancestors, else to the init
+ * of the pid namespace, and the program is the collector's parent. */
+static int orphans_leave_the_program(void)
+{
+    int subreaper = 0;
+    if (hs_mu_sys6(SYS_prctl, PR_GET_CHILD_SUBREAPER, (long)&subreaper, 0, 0, 0, 0) != 0 ||
+        subreaper)
+        return 0;
+    return hs_mu_sys6(SYS_getpid, 0, 0, 0, 0, 0, 0) != 1;
+}
+
+int hs_mu_collect_release(struct hs_mu_collect_stats *stats)
+{
+    struct hs_mu_collector *c = stats->collector;
+    if (!c)
+        return 0;
+    if (!orphans_leave_the_program())
+        return hs_mu_collect_finish(stats);
+    int saved_errno = errno;
+    /* The collector only waits for the sweeper's exit now. Killing it sends the sweeper its
+     * parent-death SIGKILL; the kernel then reaps the sweeper's snapshot on its own time. */
+    kill_task(stats->collector_tid);
+    int ret = 0;
+    if (reap_task(stats->collector_tid, 1, hs_mu_now_ns() + ms_to_ns(HS_MU_KILL_WAIT_MS), NULL)) {
+        free_collector(stats, c);
+    } else {
+        mu_log("collector: the killed collector (task %d) has not exited yet",
+               (int)stats->collector_tid);
+        ret = -ETIMEDOUT;
+    }
+    errno = saved_errno;
+    return ret;
+}

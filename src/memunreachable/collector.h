@@ -21,8 +21,9 @@
  *      collector dies): every signal blocked but SIGSEGV and SIGBUS (default action, for
  *      hs_mu_sweep to handle), descriptors other than 0-2 and result_fd closed, then
  *      hs_mu_sweep(capture, heap, limit, result_fd, fresh arena) and a raw SYS_exit_group.
- *   4. T0 returns; the caller reads the result from the pipe, then calls hs_mu_collect_finish
- *      (or hs_mu_collect_reap), which reaps the collector and unmaps its memory.
+ *   4. T0 returns; the caller reads the result from the pipe, then calls hs_mu_collect_release
+ *      (the result is complete: the sweeper's exit is not waited for), hs_mu_collect_finish or
+ *      hs_mu_collect_reap, which reap the collector and unmap its memory.
  *
  * Pause guarantee: the program's threads are stopped from the first PTRACE_INTERRUPT to the
  * last PTRACE_DETACH (stats.pause_ns): the capture, reading /proc/<pid>/maps and one fork.
@@ -118,6 +119,17 @@ int hs_mu_collect_reap(struct hs_mu_collect_stats *stats, int timeout_ms);
 
 /* hs_mu_collect_reap(stats, HS_MU_FINISH_WAIT_MS). */
 int hs_mu_collect_finish(struct hs_mu_collect_stats *stats);
+
+/* For a check whose complete result has been read: ends the collector without waiting for the
+ * sweeper to exit. The sweeper is done by then, but its exit tears down the snapshot's page
+ * tables (tens of milliseconds per GB of heap), which the caller need not wait for: the
+ * collector is SIGKILLed and reaped, and the sweeper, killed by its parent-death signal, is
+ * reaped by the kernel's reaper of orphans. When that reaper would be the program itself (the
+ * program is a child subreaper, or the init of its pid namespace), it waits like
+ * hs_mu_collect_finish instead. Returns 0, or what hs_mu_collect_finish returned, or
+ * -ETIMEDOUT when the killed collector did not exit within HS_MU_KILL_WAIT_MS (stats still
+ * holds it then: hs_mu_collect_reap retries). */
+int hs_mu_collect_release(struct hs_mu_collect_stats *stats);
 
 /* Test-only: observation points in the collector (a hook may stall to exercise timeouts). */
 enum hs_mu_collect_stage {

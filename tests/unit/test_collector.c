@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -135,6 +136,7 @@ struct thread_rec {
 static int g_probe_fd = -1;
 static int g_sweep_fail;     /* the stub returns -1 */
 static int g_sweep_sleep_ms; /* the stub sleeps first */
+static int g_sweep_linger_ms; /* the stub stays after writing its report (< 0: forever) */
 
 static int in_excluded(const struct hs_mu_capture *cap, uintptr_t addr)
 {
@@ -210,6 +212,10 @@ int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_sou
         struct thread_rec r = {t->tid, t->sp, t->regs[0]}; /* r15 is the first word */
         write_all(fd, &r, sizeof(r));
     }
+    if (g_sweep_linger_ms > 0)
+        hs_mu_sleep_ns((uint64_t)g_sweep_linger_ms * 1000000ull);
+    while (g_sweep_linger_ms < 0) /* every signal but SIGSEGV and SIGBUS is blocked */
+        sys6(SYS_pause, 0, 0, 0, 0, 0, 0);
     return g_sweep_fail ? -1 : 0;
 }
 
@@ -875,6 +881,91 @@ static void test_sweeper_failures(void)
     CHECK_EQ(stop_workers(), 2);
 }
 
+/* Reads exactly len bytes (a lingering sweeper never closes the pipe). */
+static bool read_exact(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    uint64_t end = hs_mu_now_ns() + 10000000000ull;
+    while (got < len && hs_mu_now_ns() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(fd, (char *)buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        got += (size_t)n;
+    }
+    return got == len;
+}
+
+/* Starts a check whose stub sweeper writes its report and then stays linger_ms (< 0: for
+ * ever), and reads the report. Returns the sweeper's pid (0 on failure). */
+static pid_t collect_lingering(struct hs_mu_collect_stats *stats, int fds[2], int linger_ms)
+{
+    CHECK_EQ(pipe2(fds, O_CLOEXEC), 0);
+    g_sweep_linger_ms = linger_ms;
+    int rc = hs_mu_collect(&g_heap, 1, fds[1], stats, 5000);
+    g_sweep_linger_ms = 0;
+    close(fds[1]);
+    CHECK_EQ(rc, 0);
+    struct sweep_report rep;
+    CHECK(read_exact(fds[0], &rep, sizeof(rep)) && rep.magic == REPORT_MAGIC);
+    CHECK(read_exact(fds[0], g_recs, rep.num_threads * sizeof(struct thread_rec)));
+    return rc == 0 ? stats->sweeper_pid : 0;
+}
+
+/* 'Z', 'X' or gone ('?') once the process has exited. */
+static char process_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return '?';
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return '?';
+    buf[n] = '\0';
+    char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+static void test_release(void)
+{
+    check_context("release after a complete result: the sweeper's exit is not waited for");
+    start_workers(2);
+    size_t maps = count_maps();
+    struct hs_mu_collect_stats stats;
+    int fds[2];
+    pid_t sweeper = collect_lingering(&stats, fds, -1);
+    CHECK(sweeper > 0);
+    CHECK_EQ(hs_mu_collect_release(&stats), 0); /* hs_mu_collect_finish: -ETIMEDOUT */
+    CHECK(stats.collector == NULL);
+    CHECK(no_children()); /* the sweeper is not the program's child */
+    /* Killed by its parent-death signal, reaped by whoever reaps orphans. */
+    uint64_t end = hs_mu_now_ns() + 5000000000ull;
+    while (!strchr("ZX?", process_state(sweeper)) && hs_mu_now_ns() < end)
+        hs_mu_sleep_ns(1000000);
+    CHECK(strchr("ZX?", process_state(sweeper)) != NULL);
+    close(fds[0]);
+    CHECK_EQ(count_maps(), maps);
+    CHECK_EQ(traced_threads(), 0);
+
+    check_context("release in a child subreaper waits instead (the orphan would be its child)");
+    CHECK_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+    collect_lingering(&stats, fds, 1000); /* exits on its own a second after its report */
+    CHECK_EQ(hs_mu_collect_release(&stats), 0);
+    CHECK(stats.collector == NULL);
+    CHECK(no_children()); /* reaped by the collector, not orphaned to this process */
+    CHECK_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
+    close(fds[0]);
+    CHECK_EQ(count_maps(), maps);
+    CHECK_EQ(stop_workers(), 2);
+}
+
 static void test_invalid(void)
 {
     check_context("invalid arguments");
@@ -900,6 +991,7 @@ int main(void)
     test_repeat();
     test_timeouts();
     test_sweeper_failures();
+    test_release();
     close(g_probe_fd);
     return check_report();
 }
