@@ -10,7 +10,7 @@
  *    entry (an empty run when nothing begins there, whose base - 1 is that allocation); the
  *    allocations covering more pages are exactly the ones listed in big[], and no entry is
  *    made for the pages they cover;
- *  - marked[i] != 0 iff i was marked; then it is pending (bit or stack entry) until scanned,
+ *  - bit i of marked[] is set iff i was marked; then it is pending (bit or stack entry) until scanned,
  *    and scanned exactly once.
  *
  * Cost of marking: the scan loop is one load, one subtract and one predicted compare per word
@@ -286,7 +286,7 @@ void hs_mu_heap_walker_destroy(struct hs_mu_heap_walker *w)
     hs_arena_free(a, w->slots, w->num_slot_words * sizeof(*w->slots));
     hs_arena_free(a, w->big, w->cap_big * sizeof(*w->big));
     if (w->finished) {
-        hs_arena_free(a, w->marked, w->num_allocs ? w->num_allocs : 1);
+        hs_arena_free(a, w->marked, (w->num_allocs / 64 + 1) * sizeof(*w->marked));
         hs_arena_free(a, w->work, (w->num_allocs ? w->num_allocs : 1) * sizeof(*w->work));
         hs_arena_free(a, w->pending, (w->num_allocs / 64 + 1) * sizeof(*w->pending));
     }
@@ -567,7 +567,7 @@ int hs_mu_heap_walker_finish(struct hs_mu_heap_walker *w)
         w->span = w->allocs[n - 1].end - w->min;
     }
     w->finished = true; /* from here on destroy frees the mark state too */
-    w->marked = hs_arena_calloc(w->arena, n ? n : 1);
+    w->marked = hs_arena_calloc(w->arena, (n / 64 + 1) * sizeof(*w->marked));
     w->work = hs_arena_alloc(w->arena, (n ? n : 1) * sizeof(*w->work));
     w->pending = hs_arena_calloc(w->arena, (n / 64 + 1) * sizeof(*w->pending));
     if (!w->marked || !w->work || !w->pending)
@@ -687,9 +687,9 @@ size_t hs_mu_heap_walker_first_ending_after(const struct hs_mu_heap_walker *w, u
 /* Marks allocation i (HS_MU_NONE: nothing) if it is not yet. */
 static inline void mark_index(struct hs_mu_heap_walker *w, size_t i)
 {
-    if (i == HS_MU_NONE || w->marked[i])
+    if (i == HS_MU_NONE || hs_mu_heap_walker_is_marked(w, i))
         return;
-    w->marked[i] = 1;
+    w->marked[i / 64] |= 1ull << (i % 64);
     w->num_marked++;
     if (w->use_stack) {
         w->work[w->num_work++] = (uint32_t)i;
@@ -739,7 +739,7 @@ static void flush_batch(struct hs_mu_heap_walker *w)
         if (lo[k] != HS_MU_NONE)
             idx[k] = resolve(w, w->batch[k], lo[k], hi[k]);
         if (idx[k] != HS_MU_NONE)
-            __builtin_prefetch(&w->marked[idx[k]]);
+            __builtin_prefetch(&w->marked[idx[k] / 64]);
     }
     for (size_t k = 0; k < n; k++) {
         if (w->chunk_filter && idx[k] != HS_MU_NONE) {
@@ -752,17 +752,12 @@ static void flush_batch(struct hs_mu_heap_walker *w)
     }
 }
 
-/* Scans the aligned words of [begin, end) under the guard. The range test is inlined; the
- * words that pass it are queued for flush_batch. */
-static void scan_range(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end)
+/* Queues the words of [b, e) (8-byte aligned) that pass the range test for flush_batch. The
+ * caller has declared the range to the fault guard: plain loads, a faulting one is simply
+ * executed again once the handler has mapped the zero page. */
+static inline void scan_words(struct hs_mu_heap_walker *w, uintptr_t b, uintptr_t e)
 {
-    uintptr_t b = (begin + 7) & ~(uintptr_t)7, e = end & ~(uintptr_t)7;
-    if (e <= b || end < begin)
-        return;
     const uintptr_t min = w->min, span = w->span;
-    hs_mu_fault_guard_enter(b, e);
-    /* Plain loads: a faulting load is simply executed again once the handler has mapped the
-     * zero page. */
     for (const uintptr_t *p = (const uintptr_t *)b; p < (const uintptr_t *)e; p++) {
         uintptr_t v = *p;
         if (__builtin_expect(v - min < span, 0)) {
@@ -771,6 +766,16 @@ static void scan_range(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t e
                 flush_batch(w);
         }
     }
+}
+
+/* Scans the aligned words of [begin, end) under the guard. */
+static void scan_range(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end)
+{
+    uintptr_t b = (begin + 7) & ~(uintptr_t)7, e = end & ~(uintptr_t)7;
+    if (e <= b || end < begin)
+        return;
+    hs_mu_fault_guard_enter(b, e);
+    scan_words(w, b, e);
     hs_mu_fault_guard_leave();
 }
 
@@ -779,31 +784,55 @@ static void scan_alloc(struct hs_mu_heap_walker *w, size_t i)
     scan_range(w, w->allocs[i].begin, w->allocs[i].end);
 }
 
-/* Prefetches the start (up to 1 KiB) of the second pending allocation after i. A pass reads
- * allocations in address order, but skipping the ones not marked breaks the hardware
- * prefetcher's stream: reading 9 blocks of 1000 bytes out of 10 took twice as long as reading
- * all of them, and about as long again with this (measured). Never faults: prefetches of
+/* Prefetches the start (up to 1 KiB) of allocation i. A pass reads allocations in address
+ * order, but skipping the ones not marked breaks the hardware prefetcher's stream: reading 9
+ * blocks of 1000 bytes out of 10 took twice as long as reading all of them, and about as long
+ * again with a prefetch two allocations ahead (measured). Never faults: prefetches of
  * unreadable memory are dropped. */
-static inline void prefetch_ahead(const struct hs_mu_heap_walker *w, size_t i, size_t words)
+static inline void prefetch_alloc(const struct hs_mu_heap_walker *w, size_t i)
 {
-    size_t k = i / 64;
-    uint64_t bits = w->pending[k] & ~((2ull << (i % 64)) - 1); /* bits after i */
-    bool second = false;
-    for (size_t steps = 0;;) {
+    const struct hs_mu_alloc *a = &w->allocs[i];
+    size_t len = a->end - a->begin < 1024 ? a->end - a->begin : 1024;
+    for (size_t off = 0; off < len; off += 64)
+        __builtin_prefetch((const void *)(a->begin + off));
+}
+
+/* The first pending allocation in the words after k (looking at most 4 words ahead), or
+ * HS_MU_NONE. */
+static inline size_t next_pending(const struct hs_mu_heap_walker *w, size_t k, size_t words)
+{
+    for (size_t j = k + 1; j < words && j <= k + 4; j++)
+        if (w->pending[j])
+            return j * 64 + (size_t)__builtin_ctzll(w->pending[j]);
+    return HS_MU_NONE;
+}
+
+/* Scans the pending allocations of pending word k, in address order, with one fault guard
+ * range for all of them (their reads stay inside it; the gaps are never read). Allocations
+ * that the scan marks in word k are scanned too before returning. */
+static void scan_pending_word(struct hs_mu_heap_walker *w, size_t k, size_t words)
+{
+    uint64_t bits;
+    while ((bits = w->pending[k]) != 0) {
+        w->pending[k] = 0;
+        w->num_pending -= (size_t)__builtin_popcountll(bits);
+        const struct hs_mu_alloc *a = w->allocs + k * 64;
+        uintptr_t lo = a[__builtin_ctzll(bits)].begin, hi = a[63 - __builtin_clzll(bits)].end;
+        hs_mu_fault_guard_enter(lo & ~(uintptr_t)7, hi & ~(uintptr_t)7);
         for (; bits; bits &= bits - 1) {
-            if (!second) {
-                second = true;
-                continue;
-            }
-            const struct hs_mu_alloc *a = &w->allocs[k * 64 + (size_t)__builtin_ctzll(bits)];
-            size_t len = a->end - a->begin < 1024 ? a->end - a->begin : 1024;
-            for (size_t off = 0; off < len; off += 64)
-                __builtin_prefetch((const void *)(a->begin + off));
-            return;
+            size_t i = (size_t)__builtin_ctzll(bits);
+            /* Two allocations ahead, in this word or the next ones. */
+            uint64_t later = bits & (bits - 1);
+            later &= later - 1;
+            size_t ahead = later ? k * 64 + (size_t)__builtin_ctzll(later)
+                                 : (bits & (bits - 1)) ? next_pending(w, k, words) : HS_MU_NONE;
+            if (ahead != HS_MU_NONE)
+                prefetch_alloc(w, ahead);
+            uintptr_t b = (a[i].begin + 7) & ~(uintptr_t)7, e = a[i].end & ~(uintptr_t)7;
+            if (b < e)
+                scan_words(w, b, e);
         }
-        if (++k >= words || ++steps > 4)
-            return;
-        bits = w->pending[k];
+        hs_mu_fault_guard_leave();
     }
 }
 
@@ -834,16 +863,9 @@ void hs_mu_heap_walker_mark(struct hs_mu_heap_walker *w)
     size_t few = w->num_allocs / 64 + 64;
     /* Passes in address order while the frontier is wide. */
     while (w->num_pending >= few) {
-        for (size_t k = 0; k < words; k++) {
-            uint64_t bits;
-            while ((bits = w->pending[k]) != 0) {
-                size_t i = k * 64 + (size_t)__builtin_ctzll(bits);
-                w->pending[k] = bits & (bits - 1);
-                w->num_pending--;
-                prefetch_ahead(w, i, words);
-                scan_alloc(w, i);
-            }
-        }
+        for (size_t k = 0; k < words; k++)
+            if (w->pending[k])
+                scan_pending_word(w, k, words);
         flush_batch(w);
     }
     /* The rest depth-first. */

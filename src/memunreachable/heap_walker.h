@@ -36,10 +36,10 @@
  * overlap instead of following one another).
  *
  * Building the index is a counting sort, not a comparison sort: listing counts each
- * allocation in its page, then the allocations are scattered into page order (one pass), and
- * each page's run, a few hundred KiB at most and so in cache, is sorted by slot the same way
- * and within each slot by insertion. No pass over the allocations is spent on anything but
- * placing them.
+ * allocation in its page; the allocations are then scattered into page order (one pass, with
+ * sequential reads; an in-place permutation was slower: a dependent random read per move), and
+ * each page's run, a few hundred KiB at most and so in cache, is sorted by slot through a
+ * buffer and within each slot by insertion.
  *
  * Fault tolerance: all reads of the snapshot's memory (root ranges, allocations, contents)
  * go through a guard. hs_mu_fault_guard_install() installs SIGSEGV/SIGBUS handlers; while a
@@ -50,9 +50,10 @@
  * without the guard (a real bug still crashes).
  *
  * Memory: everything comes from the caller's hs_arena (never malloc). For n allocations:
- * 16n bytes of ranges (+16n while sorting; the list grows by mremap, never copied), n mark
- * bytes, n/8 bytes of pending bits, 4n bytes of work stack, 4 to 8 bytes per allocation of
- * slot arrays, and the page table (32 bytes per entry, at most half full).
+ * 16n bytes of ranges (+16n while sorting; the list grows by mremap, never copied), n/8
+ * bytes of mark bits and as many of pending bits, 4 to 8 bytes per allocation of slot arrays,
+ * the page table (32 bytes per entry, at most half full), and a work stack of 4n bytes of
+ * address space, of which only the part a deep chain uses is touched.
  *
  * Threading and signals: a walker is used by one thread. The fault guard is process-global
  * state for the single-threaded sweeper (and single-threaded tests); its handler is
@@ -130,7 +131,7 @@ struct hs_mu_heap_walker {
 
     /* Mark state. A newly marked allocation waits to be scanned either in `pending` (a bit
      * per allocation, scanned in address order) or, once few are left, on the `work` stack. */
-    uint8_t *marked;   /* one byte per allocation */
+    uint64_t *marked;  /* a bit per allocation, (num_allocs + 63) / 64 words */
     uint64_t *pending; /* (num_allocs + 63) / 64 words */
     size_t num_pending;
     uint32_t *work; /* capacity num_allocs */
@@ -209,7 +210,7 @@ void hs_mu_heap_walker_mark(struct hs_mu_heap_walker *w);
 
 static inline bool hs_mu_heap_walker_is_marked(const struct hs_mu_heap_walker *w, size_t i)
 {
-    return w->marked[i] != 0;
+    return (w->marked[i / 64] >> (i % 64)) & 1;
 }
 
 /* ---- Fault guard ------------------------------------------------------------------------ */
