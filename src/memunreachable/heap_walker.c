@@ -819,6 +819,7 @@ static void scan_pending_word(struct hs_mu_heap_walker *w, size_t k, size_t word
         const struct hs_mu_alloc *a = w->allocs + k * 64;
         uintptr_t lo = a[__builtin_ctzll(bits)].begin, hi = a[63 - __builtin_clzll(bits)].end;
         hs_mu_fault_guard_enter(lo & ~(uintptr_t)7, hi & ~(uintptr_t)7);
+        w->num_pass_scans += (size_t)__builtin_popcountll(bits);
         for (; bits; bits &= bits - 1) {
             size_t i = (size_t)__builtin_ctzll(bits);
             /* Two allocations ahead, in this word or the next ones. */
@@ -861,26 +862,38 @@ void hs_mu_heap_walker_mark(struct hs_mu_heap_walker *w)
 
     size_t words = w->num_allocs / 64 + 1;
     size_t few = w->num_allocs / 64 + 64;
-    /* Passes in address order while the frontier is wide. */
-    while (w->num_pending >= few) {
-        for (size_t k = 0; k < words; k++)
-            if (w->pending[k])
-                scan_pending_word(w, k, words);
-        flush_batch(w);
-    }
-    /* The rest depth-first. */
-    w->use_stack = true;
-    for (size_t k = 0; k < words && w->num_pending > 0; k++) {
-        uint64_t bits = w->pending[k];
-        w->pending[k] = 0;
-        for (; bits; bits &= bits - 1) {
-            w->work[w->num_work++] = (uint32_t)(k * 64 + (size_t)__builtin_ctzll(bits));
-            w->num_pending--;
-        }
-    }
-    while (w->num_work > 0) {
-        scan_alloc(w, w->work[--w->num_work]);
-        if (w->num_work == 0)
+    for (;;) {
+        /* Passes in address order while the frontier is wide. */
+        w->use_stack = false;
+        while (w->num_pending >= few) {
+            for (size_t k = 0; k < words; k++)
+                if (w->pending[k])
+                    scan_pending_word(w, k, words);
             flush_batch(w);
+        }
+        /* The rest depth-first... */
+        w->use_stack = true;
+        for (size_t k = 0; k < words && w->num_pending > 0; k++) {
+            uint64_t bits = w->pending[k];
+            w->pending[k] = 0;
+            for (; bits; bits &= bits - 1) {
+                w->work[w->num_work++] = (uint32_t)(k * 64 + (size_t)__builtin_ctzll(bits));
+                w->num_pending--;
+            }
+        }
+        while (w->num_work > 0 && w->num_work < few) {
+            scan_alloc(w, w->work[--w->num_work]);
+            if (w->num_work == 0)
+                flush_batch(w);
+        }
+        if (w->num_work == 0)
+            return;
+        /* ...until it fans out again (one array holding everything, reached late): the stack
+         * goes back into the bitmap, for passes in address order. */
+        flush_batch(w);
+        for (size_t j = 0; j < w->num_work; j++)
+            w->pending[w->work[j] / 64] |= 1ull << (w->work[j] % 64);
+        w->num_pending += w->num_work;
+        w->num_work = 0;
     }
 }

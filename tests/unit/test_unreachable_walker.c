@@ -417,6 +417,29 @@ static void test_mark_cycles_and_chains(void)
     hs_mu_heap_walker_mark(&w);
     CHECK_EQ(w.num_marked, CHAIN);
     hs_mu_heap_walker_destroy(&w);
+
+    check_context("a late fan-out: one array holds everything, scanned in address order");
+    fake_reset();
+    enum { FAN = 20000 };
+    uintptr_t *array = fake_block(FAN * sizeof(uintptr_t));
+    uintptr_t *head = fake_block(16), *tail = NULL;
+    for (size_t i = 0; i < FAN; i++) {
+        uintptr_t *blk = fake_block(48);
+        array[i] = (uintptr_t)blk;
+        if (i % 2 == 0) { /* every other one heads a chain of two more */
+            blk[0] = (uintptr_t)fake_block(16);
+            ((uintptr_t *)blk[0])[1] = (uintptr_t)(tail = fake_block(16));
+        }
+    }
+    head[1] = (uintptr_t)array; /* root -> head -> array: a narrow frontier at first */
+    uintptr_t *unreached = fake_block(16);
+    build(&w);
+    hs_mu_heap_walker_add_root_value(&w, (uintptr_t)head);
+    hs_mu_heap_walker_mark(&w);
+    CHECK_EQ(w.num_marked, 2 + FAN + FAN);
+    CHECK(marked(&w, tail) && !marked(&w, unreached));
+    CHECK(w.num_pass_scans >= FAN); /* not one block at a time from the stack */
+    hs_mu_heap_walker_destroy(&w);
 }
 
 static void test_chunk_filter(void)
