@@ -16,7 +16,9 @@
  *      held every lock), forks the sweeper with a raw clone(SIGCHLD) (a copy-on-write snapshot;
  *      not glibc's fork, which would run atfork handlers and touch T0's thread descriptor),
  *      detaches every thread (signals seen during the capture are re-delivered then), records
- *      the figures, wakes T0, waits for the sweeper to exit and exits (raw SYS_exit).
+ *      the figures, wakes T0, waits for the sweeper to exit and exits (raw SYS_exit). The
+ *      sweeper starts its work only once the threads are released (a word in a page shared
+ *      with it), so that it does not take a CPU from the collector during the pause.
  *   3. Sweeper (a single-threaded copy of the process, parent = the collector, killed if the
  *      collector dies): every signal blocked but SIGSEGV and SIGBUS (default action, for
  *      hs_mu_sweep to handle), descriptors other than 0-2 and result_fd closed, then
@@ -135,6 +137,7 @@ int hs_mu_collect_release(struct hs_mu_collect_stats *stats);
 enum hs_mu_collect_stage {
     HS_MU_COLLECT_STAGE_STARTED,  /* collector running, nothing stopped yet */
     HS_MU_COLLECT_STAGE_CAPTURED, /* every thread stopped, before heap->enable */
+    HS_MU_COLLECT_STAGE_FORKED,   /* the sweeper forked, the threads still stopped */
     HS_MU_COLLECT_STAGE_RELEASED, /* every thread released, before waking T0 */
 };
 

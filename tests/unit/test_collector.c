@@ -126,6 +126,7 @@ struct sweep_report {
     uint64_t segv_unblocked, int_blocked;
     uint64_t probe_fd_closed, result_fd_open;
     uint64_t regs_words;
+    uint64_t workers_stopped; /* workers still stopped (traced) when the sweeper started */
 };
 
 struct thread_rec {
@@ -173,9 +174,18 @@ static void write_all(int fd, const void *data, size_t len)
     }
 }
 
+static char thread_state_raw(pid_t tid);
+static struct worker_tids {
+    pid_t tid[8];
+    int n;
+} g_watch; /* workers whose state the stub sweeper records first */
+
 int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_source *heap,
                 size_t limit, int fd, struct hs_arena *arena)
 {
+    uint64_t stopped = 0;
+    for (int i = 0; i < g_watch.n; i++)
+        stopped += thread_state_raw(g_watch.tid[i]) == 't';
     if (g_sweep_sleep_ms)
         hs_mu_sleep_ns((uint64_t)g_sweep_sleep_ms * 1000000ull);
     struct sweep_report rep;
@@ -206,6 +216,7 @@ int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_sou
     rep.probe_fd_closed = sys6(SYS_fcntl, g_probe_fd, F_GETFD, 0, 0, 0, 0) == -EBADF;
     rep.result_fd_open = sys6(SYS_fcntl, fd, F_GETFD, 0, 0, 0, 0) >= 0;
     rep.regs_words = capture->num_threads ? capture->threads[0].num_regs : 0;
+    rep.workers_stopped = stopped;
     write_all(fd, &rep, sizeof(rep));
     for (size_t i = 0; i < capture->num_threads; i++) {
         const struct hs_mu_thread *t = &capture->threads[i];
@@ -966,6 +977,33 @@ static void test_release(void)
     CHECK_EQ(stop_workers(), 2);
 }
 
+static void slow_release_stage(enum hs_mu_collect_stage stage, void *arg)
+{
+    (void)arg;
+    if (stage == HS_MU_COLLECT_STAGE_FORKED)
+        hs_mu_sleep_ns(200000000ull); /* the threads stay stopped a while after the fork */
+}
+
+static void test_sweeper_waits_for_release(void)
+{
+    check_context("the sweeper starts only once the threads are released");
+    start_workers(2);
+    g_watch.n = 2;
+    g_watch.tid[0] = g_workers[0].tid;
+    g_watch.tid[1] = g_workers[1].tid;
+    hs_mu_collect_test_hooks.stage = slow_release_stage;
+    struct run r;
+    run_collect(&r, 5000);
+    hs_mu_collect_test_hooks.stage = NULL;
+    g_watch.n = 0;
+    CHECK_EQ(r.rc, 0);
+    CHECK(r.got_report);
+    CHECK_EQ(r.rep.workers_stopped, 0);
+    CHECK_EQ(r.finish_rc, 0);
+    CHECK(no_children());
+    CHECK_EQ(stop_workers(), 2);
+}
+
 static void test_invalid(void)
 {
     check_context("invalid arguments");
@@ -992,6 +1030,7 @@ int main(void)
     test_timeouts();
     test_sweeper_failures();
     test_release();
+    test_sweeper_waits_for_release();
     close(g_probe_fd);
     return check_report();
 }
