@@ -200,74 +200,111 @@ static bool grow(struct hs_arena *a, void **array, size_t *cap, size_t need, siz
 
 /* ---- The page table ---------------------------------------------------------------------- */
 
-static inline size_t page_hash(uintptr_t key, size_t mask)
+/* Two levels: an open-addressing hash of 1 GiB windows (a handful for most programs: it stays
+ * in L1) whose entries point to arrays of HS_MU_WINDOW_PAGES page entries, indexed directly.
+ * A page lookup is a probe of that small hash and one array index. */
+
+static inline size_t window_hash(uintptr_t key, size_t mask)
 {
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & mask;
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+/* The page entries of window number `window`, or NULL. */
+static inline struct hs_mu_page *window_pages(const struct hs_mu_heap_walker *w, uintptr_t window)
+{
+    if (!w->windows)
+        return NULL;
+    uintptr_t key = window + 1;
+    size_t h = window_hash(key, w->window_mask);
+    for (;;) {
+        const struct hs_mu_window *x = &w->windows[h];
+        if (x->key == key)
+            return x->pages;
+        if (x->key == 0)
+            return NULL;
+        h = (h + 1) & w->window_mask;
+    }
 }
 
 /* The entry of page number `page`, or NULL. */
 static inline const struct hs_mu_page *find_page(const struct hs_mu_heap_walker *w, uintptr_t page)
 {
-    uintptr_t key = page + 1;
-    size_t h = page_hash(key, w->page_mask);
-    for (;;) {
-        const struct hs_mu_page *p = &w->pages[h];
-        if (p->key == key)
-            return p;
-        if (p->key == 0)
+    const struct hs_mu_page *pages = window_pages(w, page >> HS_MU_WINDOW_SHIFT);
+    if (!pages)
+        return NULL;
+    const struct hs_mu_page *p = &pages[page & (HS_MU_WINDOW_PAGES - 1)];
+    return p->key == page + 1 ? p : NULL;
+}
+
+static size_t window_table_bytes(const struct hs_mu_heap_walker *w)
+{
+    return w->windows ? (w->window_mask + 1) * sizeof(*w->windows) : 0;
+}
+
+static const size_t window_bytes = HS_MU_WINDOW_PAGES * sizeof(struct hs_mu_page);
+
+/* Adds window `window` (its page entries zeroed); NULL when memory ran out. */
+static struct hs_mu_page *add_window(struct hs_mu_heap_walker *w, uintptr_t window)
+{
+    if ((w->num_windows + 1) * 2 > (w->windows ? w->window_mask + 1 : 0)) {
+        size_t cap = w->windows ? (w->window_mask + 1) * 2 : 16;
+        struct hs_mu_window *t = hs_arena_calloc(w->arena, cap * sizeof(*t));
+        if (!t)
             return NULL;
-        h = (h + 1) & w->page_mask;
+        for (size_t i = 0; w->windows && i <= w->window_mask; i++) {
+            if (w->windows[i].key == 0)
+                continue;
+            size_t h = window_hash(w->windows[i].key, cap - 1);
+            while (t[h].key != 0)
+                h = (h + 1) & (cap - 1);
+            t[h] = w->windows[i];
+        }
+        hs_arena_free(w->arena, w->windows, window_table_bytes(w));
+        w->windows = t;
+        w->window_mask = cap - 1;
     }
-}
-
-static size_t page_table_bytes(const struct hs_mu_heap_walker *w)
-{
-    return w->pages ? (w->page_mask + 1) * sizeof(*w->pages) : 0;
-}
-
-/* Doubles the page table (at least 64 entries), keeping every entry. */
-static bool grow_pages(struct hs_mu_heap_walker *w)
-{
-    size_t cap = w->pages ? (w->page_mask + 1) * 2 : 64;
-    struct hs_mu_page *t = hs_arena_calloc(w->arena, cap * sizeof(*t));
-    if (!t)
-        return false;
-    for (size_t i = 0; w->pages && i <= w->page_mask; i++) {
-        if (w->pages[i].key == 0)
-            continue;
-        size_t h = page_hash(w->pages[i].key, cap - 1);
-        while (t[h].key != 0)
-            h = (h + 1) & (cap - 1);
-        t[h] = w->pages[i];
-    }
-    hs_arena_free(w->arena, w->pages, page_table_bytes(w));
-    w->pages = t;
-    w->page_mask = cap - 1;
-    w->last_page = NULL;
-    return true;
+    struct hs_mu_page *pages = hs_arena_calloc(w->arena, window_bytes);
+    if (!pages)
+        return NULL;
+    size_t h = window_hash(window + 1, w->window_mask);
+    while (w->windows[h].key != 0)
+        h = (h + 1) & w->window_mask;
+    w->windows[h] = (struct hs_mu_window){window + 1, pages};
+    w->num_windows++;
+    return pages;
 }
 
 /* The entry of page number `page`, added (count 0, no slots) when absent; NULL when memory
- * ran out. */
+ * ran out. Entries never move. */
 static struct hs_mu_page *page_entry(struct hs_mu_heap_walker *w, uintptr_t page)
 {
     uintptr_t key = page + 1;
     if (w->last_page && w->last_page->key == key)
         return w->last_page;
-    struct hs_mu_page *p = w->pages ? (struct hs_mu_page *)find_page(w, page) : NULL;
-    if (!p) {
-        /* Absent: grow first if needed (which moves the entries), then take the free slot. */
-        if ((w->num_pages + 1) * 2 > (w->pages ? w->page_mask + 1 : 0) && !grow_pages(w))
-            return NULL;
-        size_t h = page_hash(key, w->page_mask);
-        while (w->pages[h].key != 0)
-            h = (h + 1) & w->page_mask;
-        p = &w->pages[h];
+    struct hs_mu_page *pages = window_pages(w, page >> HS_MU_WINDOW_SHIFT);
+    if (!pages && !(pages = add_window(w, page >> HS_MU_WINDOW_SHIFT)))
+        return NULL;
+    struct hs_mu_page *p = &pages[page & (HS_MU_WINDOW_PAGES - 1)];
+    if (p->key == 0) {
         *p = (struct hs_mu_page){.key = key, .slots = HS_MU_NO_SLOTS};
         w->num_pages++;
     }
     w->last_page = p;
     return p;
+}
+
+/* Calls fn on every page entry (in no particular order). */
+static void for_each_page(struct hs_mu_heap_walker *w, void (*fn)(struct hs_mu_page *, void *),
+                          void *arg)
+{
+    for (size_t i = 0; w->windows && i <= w->window_mask; i++) {
+        struct hs_mu_page *pages = w->windows[i].pages;
+        if (w->windows[i].key == 0)
+            continue;
+        for (size_t k = 0; k < HS_MU_WINDOW_PAGES; k++)
+            if (pages[k].key != 0)
+                fn(&pages[k], arg);
+    }
 }
 
 /* ---- Building ---------------------------------------------------------------------------- */
@@ -282,7 +319,10 @@ void hs_mu_heap_walker_destroy(struct hs_mu_heap_walker *w)
 {
     struct hs_arena *a = w->arena;
     hs_arena_free(a, w->allocs, w->cap_allocs * sizeof(*w->allocs));
-    hs_arena_free(a, w->pages, page_table_bytes(w));
+    for (size_t i = 0; w->windows && i <= w->window_mask; i++)
+        if (w->windows[i].key != 0)
+            hs_arena_free(a, w->windows[i].pages, window_bytes);
+    hs_arena_free(a, w->windows, window_table_bytes(w));
     hs_arena_free(a, w->slots, w->num_slot_words * sizeof(*w->slots));
     hs_arena_free(a, w->big, w->cap_big * sizeof(*w->big));
     if (w->finished) {
@@ -415,6 +455,23 @@ static void index_page(struct hs_mu_heap_walker *w, const struct hs_mu_page *p,
             sort_run(w->allocs + s[k], s[k + 1] - s[k]);
 }
 
+struct collect_pages {
+    struct hs_mu_page **out;
+    size_t n;
+};
+
+static void collect_page(struct hs_mu_page *p, void *arg)
+{
+    struct collect_pages *c = arg;
+    c->out[c->n++] = p;
+}
+
+static void zero_count(struct hs_mu_page *p, void *arg)
+{
+    (void)arg;
+    p->count = 0;
+}
+
 /* Sorts allocs[] (in listing order, each counted in its page's entry) by begin and indexes it:
  * every page entry gets its base, and the pages with many allocations their slot arrays.
  * A counting sort: by page (a scatter into a new array), then within each page. */
@@ -424,10 +481,8 @@ static int index_allocations(struct hs_mu_heap_walker *w)
     struct hs_mu_page **order = hs_arena_alloc(w->arena, (np ? np : 1) * sizeof(*order));
     if (!order)
         return -ENOMEM;
-    size_t k = 0;
-    for (size_t i = 0; w->pages && i <= w->page_mask; i++)
-        if (w->pages[i].key != 0)
-            order[k++] = &w->pages[i];
+    struct collect_pages c = {order, 0};
+    for_each_page(w, collect_page, &c);
     hs_sort(order, np, sizeof(*order), by_page, NULL);
 
     /* Bases, and where each dense page's slots go. */
@@ -502,8 +557,7 @@ static bool drop_overlapping(struct hs_mu_heap_walker *w)
 /* After dropping: the index again, from the (still sorted) allocations. */
 static int reindex(struct hs_mu_heap_walker *w)
 {
-    for (size_t i = 0; i <= w->page_mask; i++)
-        w->pages[i].count = 0;
+    for_each_page(w, zero_count, NULL);
     hs_arena_free(w->arena, w->slots, w->num_slot_words * sizeof(*w->slots));
     w->slots = NULL;
     w->num_slot_words = 0;

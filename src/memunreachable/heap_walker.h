@@ -24,8 +24,9 @@
  * Lookup ("is this word a heap pointer?"), the hot path, costs one subtraction and one
  * compare for the great majority of words (those outside [lowest begin, highest end)). A word
  * inside that span is looked up in a page table: the address space is cut into 2 MiB pages,
- * and an open-addressing hash (small: one entry per page of heap, so it stays in cache) gives
- * for each page the run of allocations that begin in it, allocs[base, base + count). A page
+ * grouped in 1 GiB windows (a small hash of windows, each an array of page entries: it stays
+ * in cache), which gives for each page the run of allocations that begin in it,
+ * allocs[base, base + count). A page
  * where more than HS_MU_PAGE_RUN allocations begin also has a slot array that cuts the run
  * into about one allocation per slot (as many slots as allocations, a power of two, slots of
  * 256 bytes at the smallest). The allocation holding the word is the last one beginning at or
@@ -55,7 +56,7 @@
  * Memory: everything comes from the caller's hs_arena (never malloc). For n allocations:
  * 16n bytes of ranges (+16n while sorting; the list grows by mremap, never copied), n/8
  * bytes of mark bits and as many of pending bits, 4 to 8 bytes per allocation of slot arrays,
- * the page table (32 bytes per entry, at most half full), and a work stack of 4n bytes of
+ * the page table (16 KiB per 1 GiB window holding allocations), and a work stack of 4n bytes of
  * address space, of which only the part a deep chain uses is touched.
  *
  * Threading and signals: a walker is used by one thread. The fault guard is process-global
@@ -78,6 +79,9 @@
 /* The lookup index cuts the address space into 2 MiB pages (see the header comment). */
 #define HS_MU_PAGE_SHIFT 21
 #define HS_MU_PAGE_BYTES ((uintptr_t)1 << HS_MU_PAGE_SHIFT)
+/* Pages per window of the page table's first level (1 GiB windows). */
+#define HS_MU_WINDOW_SHIFT 9
+#define HS_MU_WINDOW_PAGES ((uintptr_t)1 << HS_MU_WINDOW_SHIFT)
 /* A page where more allocations than this begin gets a slot array. */
 #define HS_MU_PAGE_RUN 8
 /* Smallest slot of a slot array (256 bytes: 8192 slots per page). */
@@ -121,6 +125,13 @@ struct hs_mu_page {
     uint8_t slot_shift;
 };
 
+/* A 1 GiB window of the page table: its HS_MU_WINDOW_PAGES page entries. key is window
+ * number + 1, 0 marks an empty entry of the window hash. */
+struct hs_mu_window {
+    uintptr_t key;
+    struct hs_mu_page *pages;
+};
+
 struct hs_mu_heap_walker {
     struct hs_arena *arena;
 
@@ -150,9 +161,9 @@ struct hs_mu_heap_walker {
     /* Lookup. span == 0 when there are no allocations (every lookup fails the range test). */
     uintptr_t min;  /* allocs[0].begin */
     uintptr_t span; /* highest end - min */
-    struct hs_mu_page *pages; /* open addressing, at most half full; NULL when empty */
-    size_t page_mask;         /* table size - 1 (a power of two) */
-    size_t num_pages;
+    struct hs_mu_window *windows; /* open addressing, at most half full; NULL when empty */
+    size_t window_mask;           /* table size - 1 (a power of two) */
+    size_t num_windows, num_pages;
     struct hs_mu_page *last_page; /* the entry used last while listing */
     uint32_t *slots;              /* the dense pages' slot arrays */
     size_t num_slot_words;
