@@ -312,8 +312,8 @@ static int build_capture(struct hs_mu_collector *c)
         for (size_t i = 0; i < m; i++)
             ranges[i] = (struct hs_mu_range){maps[i].begin, maps[i].end};
         if (c->released) /* n >= m + 4: room for it */
-            ranges[m++] = (struct hs_mu_range){(uintptr_t)c->released,
-                                               (uintptr_t)c->released + SHARED_PAGE};
+            ranges[m++] =
+                (struct hs_mu_range){(uintptr_t)c->released, (uintptr_t)c->released + SHARED_PAGE};
         cap->excluded = ranges;
         cap->num_excluded = m;
         return 0;
@@ -496,7 +496,8 @@ static int collect(const struct hs_mu_heap_source *heap, size_t limit, int resul
         mu_log("collector: cannot map the collector's stack");
         return -ENOMEM;
     }
-    void *shared = mmap(NULL, SHARED_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void *shared =
+        mmap(NULL, SHARED_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     c->released = shared == MAP_FAILED ? NULL : shared;
     c->heap = *heap;
     c->limit = limit;

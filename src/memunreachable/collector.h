@@ -11,15 +11,16 @@
  *   2. Collector: stops every thread of the process with ptrace, T0 included
  *      (thread_capture.h), copies their registers and /proc/<pid>/maps into a struct
  *      hs_mu_capture in its arena, with the excluded ranges = every mapping of its arena
- *      (its stack is one of them) and the page it shares with the sweeper, calls heap->enable() (the tables are consistent: all
- *      threads are stopped and none is inside the allocator's critical sections, since disable
- *      held every lock), forks the sweeper with a raw clone(SIGCHLD) (a copy-on-write snapshot;
- *      not glibc's fork, which would run atfork handlers and touch T0's thread descriptor),
- *      detaches every thread (signals seen during the capture are re-delivered then), records
- *      the figures, wakes T0, waits for the sweeper to exit (unless T0 kills it first, in
- *      hs_mu_collect_release) and exits (raw SYS_exit). The
- *      sweeper starts its work only once the threads are released (a word in a page shared
- *      with it), so that it does not take a CPU from the collector during the pause.
+ *      (its stack is one of them) and the page it shares with the sweeper, calls
+ *      heap->enable() (the tables are consistent: all threads are stopped and none is inside
+ *      the allocator's critical sections, since disable held every lock), forks the sweeper
+ *      with a raw clone(SIGCHLD) (a copy-on-write snapshot; not glibc's fork, which would run
+ *      atfork handlers and touch T0's thread descriptor), detaches every thread (signals seen
+ *      during the capture are re-delivered then), records the figures, wakes T0, waits for
+ *      the sweeper to exit (unless T0 kills it first, in hs_mu_collect_release) and exits
+ *      (raw SYS_exit). The sweeper starts its work only once the threads are released (a
+ *      word in a page shared with it), so that it does not take a CPU from the collector
+ *      during the pause.
  *   3. Sweeper (a single-threaded copy of the process, parent = the collector, killed if the
  *      collector dies): every signal blocked but SIGSEGV and SIGBUS (default action, for
  *      hs_mu_sweep to handle), descriptors other than 0-2 and result_fd closed, then

@@ -10,8 +10,8 @@
  *    entry (an empty run when nothing begins there, whose base - 1 is that allocation); the
  *    allocations covering more pages are exactly the ones listed in big[], and no entry is
  *    made for the pages they cover;
- *  - bit i of marked[] is set iff i was marked; then it is pending (bit or stack entry) until scanned,
- *    and scanned exactly once.
+ *  - bit i of marked[] is set iff i was marked; then it is pending (bit or stack entry)
+ *    until scanned, and scanned exactly once.
  *
  * Cost of marking: the scan loop is one load, one subtract and one predicted compare per word
  * outside the heap's span; a word inside it is queued and looked up in a batch (page table
@@ -357,8 +357,8 @@ bool hs_mu_heap_walker_add_allocation(struct hs_mu_heap_walker *w, uintptr_t beg
         return true;
     /* Indices are 32-bit; the page counts cannot overflow before this. */
     if (w->num_allocs >= UINT32_MAX - 1 ||
-        !grow(w->arena, (void **)&w->allocs, &w->cap_allocs, w->num_allocs + 1,
-              sizeof(*w->allocs), 1024) ||
+        !grow(w->arena, (void **)&w->allocs, &w->cap_allocs, w->num_allocs + 1, sizeof(*w->allocs),
+              1024) ||
         !count_in_page(w, begin)) {
         w->out_of_memory = true;
         return false;
@@ -386,14 +386,16 @@ int hs_mu_heap_walker_collect(struct hs_mu_heap_walker *w, const struct hs_mu_he
 static int by_begin(const void *pa, const void *pb, void *ctx)
 {
     (void)ctx;
-    uintptr_t a = ((const struct hs_mu_alloc *)pa)->begin, b = ((const struct hs_mu_alloc *)pb)->begin;
+    uintptr_t a = ((const struct hs_mu_alloc *)pa)->begin,
+              b = ((const struct hs_mu_alloc *)pb)->begin;
     return a < b ? -1 : a > b;
 }
 
 static int by_page(const void *pa, const void *pb, void *ctx)
 {
     (void)ctx;
-    uintptr_t a = (*(struct hs_mu_page *const *)pa)->key, b = (*(struct hs_mu_page *const *)pb)->key;
+    uintptr_t a = (*(struct hs_mu_page *const *)pa)->key,
+              b = (*(struct hs_mu_page *const *)pb)->key;
     return a < b ? -1 : a > b;
 }
 
@@ -879,8 +881,9 @@ static void scan_pending_word(struct hs_mu_heap_walker *w, size_t k, size_t word
             /* Two allocations ahead, in this word or the next ones. */
             uint64_t later = bits & (bits - 1);
             later &= later - 1;
-            size_t ahead = later ? k * 64 + (size_t)__builtin_ctzll(later)
-                                 : (bits & (bits - 1)) ? next_pending(w, k, words) : HS_MU_NONE;
+            size_t ahead = later                 ? k * 64 + (size_t)__builtin_ctzll(later)
+                           : (bits & (bits - 1)) ? next_pending(w, k, words)
+                                                 : HS_MU_NONE;
             if (ahead != HS_MU_NONE)
                 prefetch_alloc(w, ahead);
             uintptr_t b = (a[i].begin + 7) & ~(uintptr_t)7, e = a[i].end & ~(uintptr_t)7;

@@ -159,8 +159,8 @@ struct hs_mu_heap_walker {
     bool chunk_filter; /* scanning a HS_MU_ROOT_MALLOC_STATE range */
 
     /* Lookup. span == 0 when there are no allocations (every lookup fails the range test). */
-    uintptr_t min;  /* allocs[0].begin */
-    uintptr_t span; /* highest end - min */
+    uintptr_t min;                /* allocs[0].begin */
+    uintptr_t span;               /* highest end - min */
     struct hs_mu_window *windows; /* open addressing, at most half full; NULL when empty */
     size_t window_mask;           /* table size - 1 (a power of two) */
     size_t num_windows, num_pages;

@@ -135,8 +135,8 @@ struct thread_rec {
 };
 
 static int g_probe_fd = -1;
-static int g_sweep_fail;     /* the stub returns -1 */
-static int g_sweep_sleep_ms; /* the stub sleeps first */
+static int g_sweep_fail;      /* the stub returns -1 */
+static int g_sweep_sleep_ms;  /* the stub sleeps first */
 static int g_sweep_linger_ms; /* the stub stays after writing its report (< 0: forever) */
 
 static int in_excluded(const struct hs_mu_capture *cap, uintptr_t addr)

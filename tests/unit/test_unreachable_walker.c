@@ -213,7 +213,8 @@ static void test_lookup_layouts(void)
     CHECK_EQ(lookup_mismatches(&w, b, e, n), 0);
     hs_mu_heap_walker_destroy(&w);
 
-    check_context("pages with exactly HS_MU_PAGE_RUN blocks and one more, each across its page end");
+    check_context(
+        "pages with exactly HS_MU_PAGE_RUN blocks and one more, each across its page end");
     n = 0;
     for (unsigned p = 0; p < 40; p++) {
         uintptr_t a = base + p * page + page / 2;
