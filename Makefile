@@ -39,6 +39,13 @@ bench: deps
 	@sh bench/attach.sh $(BUILD)
 	@python3 bench/summary.py $(BUILD)
 
+# A quick subset of `make bench` (a minute or two), each ratio beside the committed summary in
+# docs/benchmarks.md, flagging those that grew by more than 15%. Informational, never in CI.
+.PHONY: bench-compare
+bench-compare:
+	$(MAKE) build
+	@python3 bench/compare.py $(BUILD)
+
 fuzz: deps
 	$(MAKE) build
 	cmake --build $(BUILD) --target fuzzers

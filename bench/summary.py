@@ -7,7 +7,9 @@ label, time_ratio, rss_ratio, output_kib[, size]) and writes
 
   BUILD_DIR/bench/summary.md   two tables, rows = tools and configurations, columns =
                                workloads (malloc_bench 1 and 2 threads, python, sqlite, lua),
-                               cells = time ratio, then peak RSS ratio, to the baseline
+                               cells = time ratio, then peak RSS ratio, to the baseline; and
+                               the leak check against LeakSanitizer (BUILD_DIR/bench/leaks.tsv,
+                               from bench/leaks.sh), one row per heap
   DOCS_DIR/benchmarks.svg      a bar chart of the time ratios (log scale, by workload)
   DOCS_DIR/benchmarks.md       the part between <!-- summary:begin --> and
                                <!-- summary:end --> replaced by the tables (left alone if the
@@ -103,6 +105,31 @@ def cell(figures, key, workload, column):
         scaled = "scaled" in row.get("label", "") or row.get("size", "full") not in ("", "full")
         return value, scaled
     return None, False
+
+
+LEAKS_HEADER = ("| heap | heapscope pause ms | heapscope total ms | LeakSanitizer ms (all "
+                "stopped) | heapscope / LeakSanitizer |")
+
+
+def leak_heap_label(row):
+    """The heap of a bench/leaks.sh row, as the leak table names it ("1000000 x 1000 B")."""
+    label = "%s x %s B" % (row.get("blocks", "?"), row.get("bytes", "?"))
+    return label + (", busy thread" if row.get("busy") == "yes" else "")
+
+
+def leaks_table(path, notes):
+    """The leak check's table from bench/leaks.sh's TSV at PATH ([] and a note if missing)."""
+    if not os.path.exists(path):
+        notes.append("%s not found: no leak check figures (run bench/leaks.sh)." % path)
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    lines = [LEAKS_HEADER, "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append("| %s | %s | %s | %s | %s |" % (leak_heap_label(r), r.get("pause_ms", "-"),
+                                                    r.get("total_ms", "-"), r.get("lsan_ms", "-"),
+                                                    r.get("ratio", "-")))
+    return lines if rows else []
 
 
 def header_value(path, prefix):
@@ -284,6 +311,12 @@ def main(argv):
         "includes the tool itself.",
         "- The chart: [benchmarks.svg](benchmarks.svg).",
     ]
+    leaks = leaks_table(os.path.join(bdir, "leaks.tsv"), notes)
+    if leaks:
+        md += ["", "Unreachable-memory check (`bench/leaks.sh`): heapscope's whole check and its "
+               "pause against LeakSanitizer's recoverable check on the same heap (median; the ratio "
+               "is the median of each round's pair):", ""]
+        md += leaks
     accuracy = os.path.join(bdir, "profile_accuracy.md")
     verdicts = []
     try:

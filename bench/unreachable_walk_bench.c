@@ -116,7 +116,7 @@ static void run(size_t n, bool leak)
     double t6 = now();
     hs_mu_fault_guard_remove();
     size_t leaked = fold.num_leaked, big = w.num_big;
-    size_t regions = w.region_mask + 1;
+    size_t regions = w.num_pages;
     hs_mu_leak_grouping_free(&group, &arena);
     hs_mu_leak_folding_free(&fold, &arena);
     hs_mu_heap_walker_destroy(&w);
@@ -135,7 +135,7 @@ static void run(size_t n, bool leak)
 
     printf("%8zu blocks%s: list %6.1f  index %6.1f  roots %5.1f  mark %6.1f  fold %6.1f  "
            "group %5.1f  = %6.1f ms | hs_mu_sweep %6.1f ms (%s, %zu leaks) | %.2f GB/s marked, "
-           "%zu region slots, %zu big\n",
+           "%zu index pages, %zu big\n",
            n, leak ? " (10% leaked)" : "             ", (t1 - t0) * 1e3, (t2 - t1) * 1e3,
            (t3 - t2) * 1e3, (t4 - t3) * 1e3, (t5 - t4) * 1e3, (t6 - t5) * 1e3, (t6 - t0) * 1e3,
            (s1 - s0) * 1e3, r == 0 && rr == 0 ? "ok" : "FAILED", rr == 0 ? info.num_leaks : 0,

@@ -1,4 +1,5 @@
 /* arena.c: size-class allocator on mmap for the tools' own memory (see arena.h). */
+#define _GNU_SOURCE /* mremap */
 #include "arena.h"
 
 #include <errno.h>
@@ -126,6 +127,50 @@ void *hs_arena_calloc(struct hs_arena *a, size_t size)
     if (p && size <= HS_ARENA_MAX_SMALL)
         memset(p, 0, size);
     return p;
+}
+
+/* The mapping that began at old now is [p, p + new_bytes) (mremap moved or resized it). */
+static void move_mapping(struct hs_arena *a, void *old, void *p, size_t new_bytes)
+{
+    hs_spin_lock(&a->maps_lock);
+    for (size_t i = 0; i < a->num_maps; i++) {
+        if (a->maps[i].begin == (uintptr_t)old) {
+            a->maps[i] = (struct hs_arena_mapping){(uintptr_t)p, (uintptr_t)p + new_bytes};
+            break;
+        }
+    }
+    hs_spin_unlock(&a->maps_lock);
+}
+
+void *hs_arena_grow(struct hs_arena *a, void *p, size_t old_size, size_t new_size)
+{
+    if (!p)
+        return hs_arena_alloc(a, new_size);
+    if (old_size > HS_ARENA_MAX_SMALL && new_size > HS_ARENA_MAX_SMALL) {
+        if (new_size > SIZE_MAX - 4096)
+            return NULL;
+        size_t old_bytes = page_round(old_size), new_bytes = page_round(new_size);
+        if (old_bytes == new_bytes)
+            return p;
+        int saved = errno;
+        void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+        errno = saved;
+        if (q == MAP_FAILED)
+            return NULL;
+        if (a->track_maps)
+            move_mapping(a, p, q, new_bytes);
+        if (new_bytes > old_bytes)
+            __atomic_add_fetch(&a->mapped_bytes, new_bytes - old_bytes, __ATOMIC_RELAXED);
+        else
+            __atomic_sub_fetch(&a->mapped_bytes, old_bytes - new_bytes, __ATOMIC_RELAXED);
+        return q;
+    }
+    void *q = hs_arena_alloc(a, new_size);
+    if (!q)
+        return NULL;
+    memcpy(q, p, old_size < new_size ? old_size : new_size);
+    hs_arena_free(a, p, old_size);
+    return q;
 }
 
 void hs_arena_free(struct hs_arena *a, void *p, size_t size)

@@ -59,6 +59,13 @@ void *hs_arena_alloc(struct hs_arena *a, size_t size);
 /* Same, cleared to zero. */
 void *hs_arena_calloc(struct hs_arena *a, size_t size);
 
+/* Resizes the block p of old_size bytes (NULL: none) to new_size bytes, keeping the first
+ * min(old_size, new_size) bytes, and returns it (perhaps moved), or NULL when memory ran out
+ * (p is then left as it was). A block larger than HS_ARENA_MAX_SMALL that stays so is moved by
+ * mremap: no copy, and a growing array costs only the pages it touches. Bytes past old_size
+ * are zero when the block was remapped or newly mapped, unspecified otherwise. */
+void *hs_arena_grow(struct hs_arena *a, void *p, size_t old_size, size_t new_size);
+
 /* Returns a block to the arena; `size` must be the size it was allocated with. NULL is ok. */
 void hs_arena_free(struct hs_arena *a, void *p, size_t size);
 

@@ -11,18 +11,23 @@
  *   2. Collector: stops every thread of the process with ptrace, T0 included
  *      (thread_capture.h), copies their registers and /proc/<pid>/maps into a struct
  *      hs_mu_capture in its arena, with the excluded ranges = every mapping of its arena
- *      (its stack is one of them), calls heap->enable() (the tables are consistent: all
- *      threads are stopped and none is inside the allocator's critical sections, since disable
- *      held every lock), forks the sweeper with a raw clone(SIGCHLD) (a copy-on-write snapshot;
- *      not glibc's fork, which would run atfork handlers and touch T0's thread descriptor),
- *      detaches every thread (signals seen during the capture are re-delivered then), records
- *      the figures, wakes T0, waits for the sweeper to exit and exits (raw SYS_exit).
+ *      (its stack is one of them) and the page it shares with the sweeper, calls
+ *      heap->enable() (the tables are consistent: all threads are stopped and none is inside
+ *      the allocator's critical sections, since disable held every lock), forks the sweeper
+ *      with a raw clone(SIGCHLD) (a copy-on-write snapshot; not glibc's fork, which would run
+ *      atfork handlers and touch T0's thread descriptor), detaches every thread (signals seen
+ *      during the capture are re-delivered then), records the figures, wakes T0, waits for
+ *      the sweeper to exit (unless T0 kills it first, in hs_mu_collect_release) and exits
+ *      (raw SYS_exit). The sweeper starts its work only once the threads are released (a
+ *      word in a page shared with it), so that it does not take a CPU from the collector
+ *      during the pause.
  *   3. Sweeper (a single-threaded copy of the process, parent = the collector, killed if the
  *      collector dies): every signal blocked but SIGSEGV and SIGBUS (default action, for
  *      hs_mu_sweep to handle), descriptors other than 0-2 and result_fd closed, then
  *      hs_mu_sweep(capture, heap, limit, result_fd, fresh arena) and a raw SYS_exit_group.
- *   4. T0 returns; the caller reads the result from the pipe, then calls hs_mu_collect_finish
- *      (or hs_mu_collect_reap), which reaps the collector and unmaps its memory.
+ *   4. T0 returns; the caller reads the result from the pipe, then calls hs_mu_collect_release
+ *      (the result is complete: the sweeper's exit is not waited for), hs_mu_collect_finish or
+ *      hs_mu_collect_reap, which reap the collector and unmap its memory.
  *
  * Pause guarantee: the program's threads are stopped from the first PTRACE_INTERRUPT to the
  * last PTRACE_DETACH (stats.pause_ns): the capture, reading /proc/<pid>/maps and one fork.
@@ -119,10 +124,22 @@ int hs_mu_collect_reap(struct hs_mu_collect_stats *stats, int timeout_ms);
 /* hs_mu_collect_reap(stats, HS_MU_FINISH_WAIT_MS). */
 int hs_mu_collect_finish(struct hs_mu_collect_stats *stats);
 
+/* For a check whose complete result has been read: ends the collector without waiting for the
+ * sweeper to exit. The sweeper is done by then, but its exit tears down the snapshot's page
+ * tables (tens of milliseconds per GB of heap), which the caller need not wait for: the
+ * collector is SIGKILLed and reaped, and the sweeper, killed by its parent-death signal, is
+ * reaped by the kernel's reaper of orphans. When that reaper would be the program itself (the
+ * program is a child subreaper, or the init of its pid namespace), it waits like
+ * hs_mu_collect_finish instead. Returns 0, or what hs_mu_collect_finish returned, or
+ * -ETIMEDOUT when the killed collector did not exit within HS_MU_KILL_WAIT_MS (stats still
+ * holds it then: hs_mu_collect_reap retries). */
+int hs_mu_collect_release(struct hs_mu_collect_stats *stats);
+
 /* Test-only: observation points in the collector (a hook may stall to exercise timeouts). */
 enum hs_mu_collect_stage {
     HS_MU_COLLECT_STAGE_STARTED,  /* collector running, nothing stopped yet */
     HS_MU_COLLECT_STAGE_CAPTURED, /* every thread stopped, before heap->enable */
+    HS_MU_COLLECT_STAGE_FORKED,   /* the sweeper forked, the threads still stopped */
     HS_MU_COLLECT_STAGE_RELEASED, /* every thread released, before waking T0 */
 };
 

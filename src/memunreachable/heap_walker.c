@@ -2,16 +2,20 @@
  *
  * Invariants after hs_mu_heap_walker_finish:
  *  - allocs[] is sorted by begin, ranges do not overlap, so ends are ascending too;
- *  - every allocation spanning at most HS_MU_BIG_REGIONS regions appears in the run of each
- *    region it overlaps, and the allocations of one run are contiguous in allocs[] (a big
- *    allocation can only start or end in a region, so it never sits between two small ones
- *    of the same region); big allocations are exactly the ones listed in big[];
- *  - marked[i] != 0 iff i was marked; then it is pending (bit or stack entry) until scanned,
- *    and scanned exactly once.
+ *  - every page where an allocation begins has an entry whose run allocs[base, base + count)
+ *    is exactly the allocations beginning in it; base is the number of allocations beginning
+ *    in lower pages; with a slot array, slots[k] is the first index of the run beginning in
+ *    slot k or above and the last entry is base + count;
+ *  - every page that an allocation covering at most HS_MU_BIG_PAGES pages runs into has an
+ *    entry (an empty run when nothing begins there, whose base - 1 is that allocation); the
+ *    allocations covering more pages are exactly the ones listed in big[], and no entry is
+ *    made for the pages they cover;
+ *  - bit i of marked[] is set iff i was marked; then it is pending (bit or stack entry)
+ *    until scanned, and scanned exactly once.
  *
  * Cost of marking: the scan loop is one load, one subtract and one predicted compare per word
- * outside the heap's span; a word inside it is queued with a prefetch of its region slot and
- * looked up in a batch (hash probe, binary search over a handful of allocations, mark byte).
+ * outside the heap's span; a word inside it is queued and looked up in a batch (page table
+ * probe, slot bounds, binary search over a handful of allocations, mark byte).
  * Measured by bench/unreachable_walk_bench.c (10^6 blocks of 1000 bytes, 1 GB, held by a root
  * array in random order, on a 2-vCPU AMD EPYC VM): marking 75-110 ms, ~10 GB/s, against
  * ~690 ms for a depth-first walk with unbatched lookups.
@@ -19,6 +23,7 @@
 #include "heap_walker.h"
 
 #include "log.h"
+#include "sort.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -172,7 +177,8 @@ void hs_mu_read_guarded(void *dst, uintptr_t src, size_t len)
 
 /* ---- Arena helpers ---------------------------------------------------------------------- */
 
-/* Grows *array (elements of elem bytes, *cap of them) to hold at least need; keeps contents. */
+/* Grows *array (elements of elem bytes, *cap of them) to hold at least need; keeps contents.
+ * Large arrays grow by mremap (hs_arena_grow): nothing is copied. */
 static bool grow(struct hs_arena *a, void **array, size_t *cap, size_t need, size_t elem,
                  size_t initial)
 {
@@ -184,16 +190,121 @@ static bool grow(struct hs_arena *a, void **array, size_t *cap, size_t need, siz
             return false;
         ncap *= 2;
     }
-    void *p = hs_arena_alloc(a, ncap * elem);
+    void *p = hs_arena_grow(a, *array, *cap * elem, ncap * elem);
     if (!p)
         return false;
-    if (*array) {
-        memcpy(p, *array, *cap * elem);
-        hs_arena_free(a, *array, *cap * elem);
-    }
     *array = p;
     *cap = ncap;
     return true;
+}
+
+/* ---- The page table ---------------------------------------------------------------------- */
+
+/* Two levels: an open-addressing hash of 1 GiB windows (a handful for most programs: it stays
+ * in L1) whose entries point to arrays of HS_MU_WINDOW_PAGES page entries, indexed directly.
+ * A page lookup is a probe of that small hash and one array index. */
+
+static inline size_t window_hash(uintptr_t key, size_t mask)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
+/* The page entries of window number `window`, or NULL. */
+static inline struct hs_mu_page *window_pages(const struct hs_mu_heap_walker *w, uintptr_t window)
+{
+    if (!w->windows)
+        return NULL;
+    uintptr_t key = window + 1;
+    size_t h = window_hash(key, w->window_mask);
+    for (;;) {
+        const struct hs_mu_window *x = &w->windows[h];
+        if (x->key == key)
+            return x->pages;
+        if (x->key == 0)
+            return NULL;
+        h = (h + 1) & w->window_mask;
+    }
+}
+
+/* The entry of page number `page`, or NULL. */
+static inline const struct hs_mu_page *find_page(const struct hs_mu_heap_walker *w, uintptr_t page)
+{
+    const struct hs_mu_page *pages = window_pages(w, page >> HS_MU_WINDOW_SHIFT);
+    if (!pages)
+        return NULL;
+    const struct hs_mu_page *p = &pages[page & (HS_MU_WINDOW_PAGES - 1)];
+    return p->key == page + 1 ? p : NULL;
+}
+
+static size_t window_table_bytes(const struct hs_mu_heap_walker *w)
+{
+    return w->windows ? (w->window_mask + 1) * sizeof(*w->windows) : 0;
+}
+
+static const size_t window_bytes = HS_MU_WINDOW_PAGES * sizeof(struct hs_mu_page);
+
+/* Adds window `window` (its page entries zeroed); NULL when memory ran out. */
+static struct hs_mu_page *add_window(struct hs_mu_heap_walker *w, uintptr_t window)
+{
+    if ((w->num_windows + 1) * 2 > (w->windows ? w->window_mask + 1 : 0)) {
+        size_t cap = w->windows ? (w->window_mask + 1) * 2 : 16;
+        struct hs_mu_window *t = hs_arena_calloc(w->arena, cap * sizeof(*t));
+        if (!t)
+            return NULL;
+        for (size_t i = 0; w->windows && i <= w->window_mask; i++) {
+            if (w->windows[i].key == 0)
+                continue;
+            size_t h = window_hash(w->windows[i].key, cap - 1);
+            while (t[h].key != 0)
+                h = (h + 1) & (cap - 1);
+            t[h] = w->windows[i];
+        }
+        hs_arena_free(w->arena, w->windows, window_table_bytes(w));
+        w->windows = t;
+        w->window_mask = cap - 1;
+    }
+    struct hs_mu_page *pages = hs_arena_calloc(w->arena, window_bytes);
+    if (!pages)
+        return NULL;
+    size_t h = window_hash(window + 1, w->window_mask);
+    while (w->windows[h].key != 0)
+        h = (h + 1) & w->window_mask;
+    w->windows[h] = (struct hs_mu_window){window + 1, pages};
+    w->num_windows++;
+    return pages;
+}
+
+/* The entry of page number `page`, added (count 0, no slots) when absent; NULL when memory
+ * ran out. Entries never move. */
+static struct hs_mu_page *page_entry(struct hs_mu_heap_walker *w, uintptr_t page)
+{
+    uintptr_t key = page + 1;
+    if (w->last_page && w->last_page->key == key)
+        return w->last_page;
+    struct hs_mu_page *pages = window_pages(w, page >> HS_MU_WINDOW_SHIFT);
+    if (!pages && !(pages = add_window(w, page >> HS_MU_WINDOW_SHIFT)))
+        return NULL;
+    struct hs_mu_page *p = &pages[page & (HS_MU_WINDOW_PAGES - 1)];
+    if (p->key == 0) {
+        *p = (struct hs_mu_page){.key = key, .slots = HS_MU_NO_SLOTS};
+        w->num_pages++;
+    }
+    w->last_page = p;
+    return p;
+}
+
+/* Calls fn on every page entry (in no particular order). */
+static void for_each_page(struct hs_mu_heap_walker *w, void (*fn)(struct hs_mu_page *, void *),
+                          void *arg)
+{
+    for (size_t i = 0; w->windows && i <= w->window_mask; i++) {
+        struct hs_mu_page *pages = w->windows[i].pages;
+        if (w->windows[i].key == 0)
+            continue;
+        for (size_t k = 0; k < HS_MU_WINDOW_PAGES; k++)
+            if (pages[k].key != 0)
+                fn(&pages[k], arg);
+    }
 }
 
 /* ---- Building ---------------------------------------------------------------------------- */
@@ -208,16 +319,30 @@ void hs_mu_heap_walker_destroy(struct hs_mu_heap_walker *w)
 {
     struct hs_arena *a = w->arena;
     hs_arena_free(a, w->allocs, w->cap_allocs * sizeof(*w->allocs));
+    for (size_t i = 0; w->windows && i <= w->window_mask; i++)
+        if (w->windows[i].key != 0)
+            hs_arena_free(a, w->windows[i].pages, window_bytes);
+    hs_arena_free(a, w->windows, window_table_bytes(w));
+    hs_arena_free(a, w->slots, w->num_slot_words * sizeof(*w->slots));
+    hs_arena_free(a, w->big, w->cap_big * sizeof(*w->big));
     if (w->finished) {
-        hs_arena_free(a, w->marked, w->num_allocs ? w->num_allocs : 1);
+        hs_arena_free(a, w->marked, (w->num_allocs / 64 + 1) * sizeof(*w->marked));
         hs_arena_free(a, w->work, (w->num_allocs ? w->num_allocs : 1) * sizeof(*w->work));
         hs_arena_free(a, w->pending, (w->num_allocs / 64 + 1) * sizeof(*w->pending));
-        hs_arena_free(a, w->regions, (w->region_mask + 1) * sizeof(*w->regions));
-        hs_arena_free(a, w->big, (w->num_big ? w->num_big : 1) * sizeof(*w->big));
     }
     hs_arena_free(a, w->roots, w->cap_roots * sizeof(*w->roots));
     hs_arena_free(a, w->root_values, w->cap_root_values * sizeof(*w->root_values));
     hs_mu_heap_walker_init(w, a);
+}
+
+/* Counts an allocation beginning at `begin` in its page. */
+static bool count_in_page(struct hs_mu_heap_walker *w, uintptr_t begin)
+{
+    struct hs_mu_page *p = page_entry(w, begin >> HS_MU_PAGE_SHIFT);
+    if (!p)
+        return false;
+    p->count++;
+    return true;
 }
 
 bool hs_mu_heap_walker_add_allocation(struct hs_mu_heap_walker *w, uintptr_t begin, size_t size)
@@ -230,8 +355,11 @@ bool hs_mu_heap_walker_add_allocation(struct hs_mu_heap_walker *w, uintptr_t beg
         size = UINTPTR_MAX - begin;
     if (size == 0)
         return true;
-    if (!grow(w->arena, (void **)&w->allocs, &w->cap_allocs, w->num_allocs + 1, sizeof(*w->allocs),
-              1024)) {
+    /* Indices are 32-bit; the page counts cannot overflow before this. */
+    if (w->num_allocs >= UINT32_MAX - 1 ||
+        !grow(w->arena, (void **)&w->allocs, &w->cap_allocs, w->num_allocs + 1, sizeof(*w->allocs),
+              1024) ||
+        !count_in_page(w, begin)) {
         w->out_of_memory = true;
         return false;
     }
@@ -255,44 +383,29 @@ int hs_mu_heap_walker_collect(struct hs_mu_heap_walker *w, const struct hs_mu_he
     return w->out_of_memory ? -ENOMEM : 0;
 }
 
-/* LSD radix sort of allocs by begin, 11 bits per pass, skipping passes whose digit is the
- * same for every element; tmp has room for n. Returns the array holding the result (allocs
- * or tmp). */
-#define RADIX_BITS 11
-#define RADIX_SIZE (1u << RADIX_BITS)
-#define RADIX_PASSES 6 /* 66 bits >= 64 */
-static struct hs_mu_alloc *radix_sort(struct hs_mu_alloc *allocs, struct hs_mu_alloc *tmp, size_t n,
-                                      size_t (*hist)[RADIX_SIZE])
+static int by_begin(const void *pa, const void *pb, void *ctx)
 {
-    memset(hist, 0, sizeof(size_t) * RADIX_SIZE * RADIX_PASSES);
-    for (size_t i = 0; i < n; i++) {
-        uintptr_t k = allocs[i].begin;
-        for (int d = 0; d < RADIX_PASSES; d++)
-            hist[d][(k >> (d * RADIX_BITS)) & (RADIX_SIZE - 1)]++;
-    }
-    struct hs_mu_alloc *src = allocs, *dst = tmp;
-    for (int d = 0; d < RADIX_PASSES; d++) {
-        unsigned shift = (unsigned)d * RADIX_BITS;
-        size_t *h = hist[d];
-        if (h[(src[0].begin >> shift) & (RADIX_SIZE - 1)] == n)
-            continue; /* every element has this digit */
-        size_t sum = 0;
-        for (size_t b = 0; b < RADIX_SIZE; b++) {
-            size_t c = h[b];
-            h[b] = sum;
-            sum += c;
-        }
-        for (size_t i = 0; i < n; i++)
-            dst[h[(src[i].begin >> shift) & (RADIX_SIZE - 1)]++] = src[i];
-        struct hs_mu_alloc *t = src;
-        src = dst;
-        dst = t;
-    }
-    return src;
+    (void)ctx;
+    uintptr_t a = ((const struct hs_mu_alloc *)pa)->begin,
+              b = ((const struct hs_mu_alloc *)pb)->begin;
+    return a < b ? -1 : a > b;
 }
 
-static void insertion_sort(struct hs_mu_alloc *a, size_t n)
+static int by_page(const void *pa, const void *pb, void *ctx)
 {
+    (void)ctx;
+    uintptr_t a = (*(struct hs_mu_page *const *)pa)->key,
+              b = (*(struct hs_mu_page *const *)pb)->key;
+    return a < b ? -1 : a > b;
+}
+
+/* Sorts a few allocations by begin (insertion sort; hs_sort for longer runs). */
+static void sort_run(struct hs_mu_alloc *a, size_t n)
+{
+    if (n > 32) {
+        hs_sort(a, n, sizeof(*a), by_begin, NULL);
+        return;
+    }
     for (size_t i = 1; i < n; i++) {
         struct hs_mu_alloc x = a[i];
         size_t j = i;
@@ -304,39 +417,127 @@ static void insertion_sort(struct hs_mu_alloc *a, size_t n)
     }
 }
 
-static int sort_allocs(struct hs_mu_heap_walker *w)
+static inline size_t slot_of(const struct hs_mu_page *p, uintptr_t addr)
 {
-    size_t n = w->num_allocs;
-    bool sorted = true;
-    for (size_t i = 1; i < n && sorted; i++)
-        sorted = w->allocs[i - 1].begin <= w->allocs[i].begin;
-    if (sorted)
-        return 0;
-    if (n <= 64) {
-        insertion_sort(w->allocs, n);
-        return 0;
-    }
-    size_t tmp_bytes = w->cap_allocs * sizeof(*w->allocs);
-    size_t hist_bytes = sizeof(size_t) * RADIX_SIZE * RADIX_PASSES;
-    struct hs_mu_alloc *tmp = hs_arena_alloc(w->arena, tmp_bytes);
-    size_t(*hist)[RADIX_SIZE] = hs_arena_alloc(w->arena, hist_bytes);
-    if (!tmp || !hist) {
-        hs_arena_free(w->arena, tmp, tmp_bytes);
-        hs_arena_free(w->arena, hist, hist_bytes);
-        return -ENOMEM;
-    }
-    struct hs_mu_alloc *out = radix_sort(w->allocs, tmp, n, hist);
-    hs_arena_free(w->arena, hist, hist_bytes);
-    if (out == tmp) { /* same capacity: swap the buffers */
-        tmp = w->allocs;
-        w->allocs = out;
-    }
-    hs_arena_free(w->arena, tmp, tmp_bytes);
-    return 0;
+    return (addr & (HS_MU_PAGE_BYTES - 1)) >> p->slot_shift;
 }
 
-/* Drops ranges overlapping an earlier kept one (a broken allocation list), in place. */
-static void drop_overlapping(struct hs_mu_heap_walker *w)
+/* Sorts the run of allocations of page p (allocs[p->base, p->base + p->count)) and, for a page
+ * with more than HS_MU_PAGE_RUN allocations, fills its slot array: a counting sort by slot
+ * through tmp (room for the run), then a sort within each slot. */
+static void index_page(struct hs_mu_heap_walker *w, const struct hs_mu_page *p,
+                       struct hs_mu_alloc *tmp)
+{
+    struct hs_mu_alloc *run = w->allocs + p->base;
+    if (p->slots == HS_MU_NO_SLOTS) {
+        sort_run(run, p->count);
+        return;
+    }
+    size_t nslots = (size_t)1 << (HS_MU_PAGE_SHIFT - p->slot_shift);
+    uint32_t *s = w->slots + p->slots;
+    memset(s, 0, (nslots + 1) * sizeof(*s));
+    for (size_t i = 0; i < p->count; i++)
+        s[slot_of(p, run[i].begin)]++;
+    uint32_t at = p->base;
+    for (size_t k = 0; k < nslots; k++) {
+        uint32_t c = s[k];
+        s[k] = at;
+        at += c;
+    }
+    s[nslots] = at;
+    for (size_t i = 0; i < p->count; i++)
+        tmp[s[slot_of(p, run[i].begin)]++ - p->base] = run[i];
+    /* s[k] is now where slot k + 1 starts: shift back. */
+    for (size_t k = nslots - 1; k > 0; k--)
+        s[k] = s[k - 1];
+    s[0] = p->base;
+    memcpy(run, tmp, p->count * sizeof(*run));
+    for (size_t k = 0; k < nslots; k++)
+        if (s[k + 1] - s[k] > 1)
+            sort_run(w->allocs + s[k], s[k + 1] - s[k]);
+}
+
+struct collect_pages {
+    struct hs_mu_page **out;
+    size_t n;
+};
+
+static void collect_page(struct hs_mu_page *p, void *arg)
+{
+    struct collect_pages *c = arg;
+    c->out[c->n++] = p;
+}
+
+static void zero_count(struct hs_mu_page *p, void *arg)
+{
+    (void)arg;
+    p->count = 0;
+}
+
+/* Sorts allocs[] (in listing order, each counted in its page's entry) by begin and indexes it:
+ * every page entry gets its base, and the pages with many allocations their slot arrays.
+ * A counting sort: by page (a scatter into a new array), then within each page. */
+static int index_allocations(struct hs_mu_heap_walker *w)
+{
+    size_t n = w->num_allocs, np = w->num_pages;
+    struct hs_mu_page **order = hs_arena_alloc(w->arena, (np ? np : 1) * sizeof(*order));
+    if (!order)
+        return -ENOMEM;
+    struct collect_pages c = {order, 0};
+    for_each_page(w, collect_page, &c);
+    hs_sort(order, np, sizeof(*order), by_page, NULL);
+
+    /* Bases, and where each dense page's slots go. */
+    size_t at = 0, words = 0, longest = 0;
+    for (size_t i = 0; i < np; i++) {
+        struct hs_mu_page *p = order[i];
+        p->base = (uint32_t)at;
+        p->fill = 0;
+        at += p->count;
+        p->slots = HS_MU_NO_SLOTS;
+        if (p->count <= HS_MU_PAGE_RUN)
+            continue;
+        /* About one allocation per slot: as many slots as allocations (a power of two), slots
+         * no smaller than HS_MU_MIN_SLOT bytes. */
+        unsigned shift = HS_MU_PAGE_SHIFT;
+        while (shift > HS_MU_MIN_SLOT_SHIFT && ((size_t)1 << (HS_MU_PAGE_SHIFT - shift)) < p->count)
+            shift--;
+        p->slot_shift = (uint8_t)shift;
+        p->slots = (uint32_t)words;
+        words += ((size_t)1 << (HS_MU_PAGE_SHIFT - shift)) + 1;
+        if (p->count > longest)
+            longest = p->count;
+    }
+    int r = 0;
+    struct hs_mu_alloc *sorted = hs_arena_alloc(w->arena, (n ? n : 1) * sizeof(*sorted));
+    struct hs_mu_alloc *tmp = hs_arena_alloc(w->arena, (longest ? longest : 1) * sizeof(*tmp));
+    w->num_slot_words = words;
+    w->slots = words ? hs_arena_alloc(w->arena, words * sizeof(*w->slots)) : NULL;
+    if (!sorted || !tmp || (words && !w->slots) || words >= UINT32_MAX) {
+        hs_arena_free(w->arena, sorted, (n ? n : 1) * sizeof(*sorted));
+        r = -ENOMEM;
+        goto done;
+    }
+    /* Scatter by page. */
+    w->last_page = NULL;
+    for (size_t i = 0; i < n; i++) {
+        struct hs_mu_page *p = page_entry(w, w->allocs[i].begin >> HS_MU_PAGE_SHIFT);
+        sorted[p->base + p->fill++] = w->allocs[i];
+    }
+    hs_arena_free(w->arena, w->allocs, w->cap_allocs * sizeof(*w->allocs));
+    w->allocs = sorted;
+    w->cap_allocs = n ? n : 1;
+    for (size_t i = 0; i < np; i++)
+        index_page(w, order[i], tmp);
+done:
+    hs_arena_free(w->arena, tmp, (longest ? longest : 1) * sizeof(*tmp));
+    hs_arena_free(w->arena, order, (np ? np : 1) * sizeof(*order));
+    return r;
+}
+
+/* Drops ranges overlapping an earlier kept one (a broken allocation list), in place; returns
+ * whether it dropped any. */
+static bool drop_overlapping(struct hs_mu_heap_walker *w)
 {
     size_t kept = 0;
     for (size_t i = 0; i < w->num_allocs; i++) {
@@ -350,65 +551,47 @@ static void drop_overlapping(struct hs_mu_heap_walker *w)
         }
         w->allocs[kept++] = w->allocs[i];
     }
+    bool dropped = kept != w->num_allocs;
     w->num_allocs = kept;
+    return dropped;
 }
 
-static inline size_t region_hash(uintptr_t key, size_t mask)
+/* After dropping: the index again, from the (still sorted) allocations. */
+static int reindex(struct hs_mu_heap_walker *w)
 {
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 20) & mask;
+    for_each_page(w, zero_count, NULL);
+    hs_arena_free(w->arena, w->slots, w->num_slot_words * sizeof(*w->slots));
+    w->slots = NULL;
+    w->num_slot_words = 0;
+    w->last_page = NULL;
+    for (size_t i = 0; i < w->num_allocs; i++)
+        if (!count_in_page(w, w->allocs[i].begin))
+            return -ENOMEM;
+    return index_allocations(w);
 }
 
-static inline bool is_big(const struct hs_mu_alloc *a)
+/* Allocations running past the end of their page: the pages they cover get an entry (no
+ * allocation begins there: the one to find is the last beginning below, base - 1), unless the
+ * allocation covers more than HS_MU_BIG_PAGES pages; those go to big[] instead. */
+static int index_tails(struct hs_mu_heap_walker *w)
 {
-    return ((a->end - 1) >> HS_MU_REGION_SHIFT) - (a->begin >> HS_MU_REGION_SHIFT) >=
-           HS_MU_BIG_REGIONS;
-}
-
-static int build_index(struct hs_mu_heap_walker *w)
-{
-    size_t n = w->num_allocs;
-    /* Count the distinct regions of small allocations (they come in ascending order). */
-    size_t nregions = 0, nbig = 0;
-    uintptr_t last = UINTPTR_MAX;
-    for (size_t i = 0; i < n; i++) {
-        const struct hs_mu_alloc *a = &w->allocs[i];
-        if (is_big(a)) {
-            nbig++;
+    for (size_t i = 0; i < w->num_allocs; i++) {
+        uintptr_t p0 = w->allocs[i].begin >> HS_MU_PAGE_SHIFT;
+        uintptr_t p1 = (w->allocs[i].end - 1) >> HS_MU_PAGE_SHIFT;
+        if (p1 == p0)
             continue;
-        }
-        uintptr_t r0 = a->begin >> HS_MU_REGION_SHIFT, r1 = (a->end - 1) >> HS_MU_REGION_SHIFT;
-        nregions += r1 - r0 + 1 - (r0 == last);
-        last = r1;
-    }
-    size_t size = 16;
-    while (size < nregions * 2)
-        size *= 2;
-    w->region_mask = size - 1;
-    w->regions = hs_arena_calloc(w->arena, size * sizeof(*w->regions));
-    w->big = hs_arena_alloc(w->arena, (nbig ? nbig : 1) * sizeof(*w->big));
-    if (!w->regions || !w->big)
-        return -ENOMEM;
-
-    struct hs_mu_region *cur = NULL;
-    for (size_t i = 0; i < n; i++) {
-        const struct hs_mu_alloc *a = &w->allocs[i];
-        if (is_big(a)) {
+        if (p1 - p0 > HS_MU_BIG_PAGES) {
+            if (!grow(w->arena, (void **)&w->big, &w->cap_big, w->num_big + 1, sizeof(*w->big), 16))
+                return -ENOMEM;
             w->big[w->num_big++] = (uint32_t)i;
             continue;
         }
-        uintptr_t r0 = a->begin >> HS_MU_REGION_SHIFT, r1 = (a->end - 1) >> HS_MU_REGION_SHIFT;
-        for (uintptr_t r = r0; r <= r1; r++) {
-            if (cur && cur->key == r + 1) {
-                cur->count = (uint32_t)(i - cur->first + 1);
-                continue;
-            }
-            size_t h = region_hash(r + 1, w->region_mask);
-            while (w->regions[h].key != 0)
-                h = (h + 1) & w->region_mask;
-            cur = &w->regions[h];
-            cur->key = r + 1;
-            cur->first = (uint32_t)i;
-            cur->count = 1;
+        for (uintptr_t p = p0 + 1; p <= p1; p++) {
+            struct hs_mu_page *e = page_entry(w, p);
+            if (!e)
+                return -ENOMEM;
+            if (e->count == 0)
+                e->base = (uint32_t)(i + 1);
         }
     }
     if (w->num_big) {
@@ -426,10 +609,11 @@ int hs_mu_heap_walker_finish(struct hs_mu_heap_walker *w)
         return -ENOMEM;
     if (w->num_allocs >= UINT32_MAX)
         return -ENOMEM;
-    int r = sort_allocs(w);
+    int r = index_allocations(w);
+    if (r == 0 && drop_overlapping(w))
+        r = reindex(w);
     if (r != 0)
         return r;
-    drop_overlapping(w);
     size_t n = w->num_allocs;
     w->allocation_bytes = 0;
     for (size_t i = 0; i < n; i++)
@@ -438,13 +622,13 @@ int hs_mu_heap_walker_finish(struct hs_mu_heap_walker *w)
         w->min = w->allocs[0].begin;
         w->span = w->allocs[n - 1].end - w->min;
     }
-    w->finished = true; /* from here on destroy frees the index too */
-    w->marked = hs_arena_calloc(w->arena, n ? n : 1);
+    w->finished = true; /* from here on destroy frees the mark state too */
+    w->marked = hs_arena_calloc(w->arena, (n / 64 + 1) * sizeof(*w->marked));
     w->work = hs_arena_alloc(w->arena, (n ? n : 1) * sizeof(*w->work));
     w->pending = hs_arena_calloc(w->arena, (n / 64 + 1) * sizeof(*w->pending));
     if (!w->marked || !w->work || !w->pending)
         return -ENOMEM;
-    return build_index(w);
+    return index_tails(w);
 }
 
 bool hs_mu_heap_walker_add_root_flags(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end,
@@ -505,26 +689,40 @@ static size_t find_big(const struct hs_mu_heap_walker *w, uintptr_t addr)
     return addr >= a->begin && addr < a->end ? w->big[lo] : HS_MU_NONE;
 }
 
+/* The allocations beginning in addr's slot of page p: [*lo, *hi); the whole run for a page
+ * without slots. */
+static inline const uint32_t *slot_bounds(const struct hs_mu_heap_walker *w,
+                                          const struct hs_mu_page *p, uintptr_t addr)
+{
+    return w->slots + p->slots + slot_of(p, addr);
+}
+
+/* The allocation holding addr, given the allocations [lo, hi) beginning in its slot (or page):
+ * the last of them beginning at or below addr, else the last one beginning below them. */
+static inline size_t resolve(const struct hs_mu_heap_walker *w, uintptr_t addr, size_t lo,
+                             size_t hi)
+{
+    size_t i;
+    if (hi > lo && w->allocs[lo].begin <= addr)
+        i = last_begin_at_or_below(w->allocs, lo, hi - lo, addr);
+    else if (lo > 0)
+        i = lo - 1;
+    else
+        return HS_MU_NONE;
+    return addr < w->allocs[i].end ? i : HS_MU_NONE;
+}
+
 size_t hs_mu_heap_walker_find_slow(const struct hs_mu_heap_walker *w, uintptr_t addr)
 {
     if (addr - w->min >= w->span)
         return HS_MU_NONE;
-    uintptr_t key = (addr >> HS_MU_REGION_SHIFT) + 1;
-    size_t h = region_hash(key, w->region_mask);
-    for (;;) {
-        const struct hs_mu_region *r = &w->regions[h];
-        if (r->key == key) {
-            size_t i = last_begin_at_or_below(w->allocs, r->first, r->count, addr);
-            const struct hs_mu_alloc *a = &w->allocs[i];
-            if (addr >= a->begin && addr < a->end)
-                return i;
-            break; /* a big allocation may still hold it */
-        }
-        if (r->key == 0)
-            break;
-        h = (h + 1) & w->region_mask;
-    }
-    return find_big(w, addr);
+    const struct hs_mu_page *p = find_page(w, addr >> HS_MU_PAGE_SHIFT);
+    if (!p)
+        return find_big(w, addr);
+    if (p->slots == HS_MU_NO_SLOTS)
+        return resolve(w, addr, p->base, (size_t)p->base + p->count);
+    const uint32_t *s = slot_bounds(w, p, addr);
+    return resolve(w, addr, s[0], s[1]);
 }
 
 size_t hs_mu_heap_walker_first_ending_after(const struct hs_mu_heap_walker *w, uintptr_t addr)
@@ -545,9 +743,9 @@ size_t hs_mu_heap_walker_first_ending_after(const struct hs_mu_heap_walker *w, u
 /* Marks allocation i (HS_MU_NONE: nothing) if it is not yet. */
 static inline void mark_index(struct hs_mu_heap_walker *w, size_t i)
 {
-    if (i == HS_MU_NONE || w->marked[i])
+    if (i == HS_MU_NONE || hs_mu_heap_walker_is_marked(w, i))
         return;
-    w->marked[i] = 1;
+    w->marked[i / 64] |= 1ull << (i % 64);
     w->num_marked++;
     if (w->use_stack) {
         w->work[w->num_work++] = (uint32_t)i;
@@ -557,46 +755,47 @@ static inline void mark_index(struct hs_mu_heap_walker *w, size_t i)
     }
 }
 
-/* Looks up and marks the batched candidates, in three sweeps over the batch so that the cache
- * misses of one sweep overlap: region slots (prefetched when the candidate was queued), then
- * the runs of allocations (prefetched by the first sweep), then the mark bytes (prefetched by
- * the second). */
+/* Looks up and marks the batched candidates, in sweeps over the batch so that the cache misses
+ * of one sweep overlap: page entries (a small table, in cache) and the slot bounds of dense
+ * pages (prefetched), then the runs of allocations (prefetched by the sweep before), then the
+ * mark bytes (prefetched by the second). */
 static void flush_batch(struct hs_mu_heap_walker *w)
 {
     size_t n = w->num_batch;
     w->num_batch = 0;
-    uint32_t first[HS_MU_BATCH], count[HS_MU_BATCH];
-    size_t idx[HS_MU_BATCH];
+    const uint32_t *bounds[HS_MU_BATCH];
+    size_t lo[HS_MU_BATCH], hi[HS_MU_BATCH], idx[HS_MU_BATCH];
     for (size_t k = 0; k < n; k++) {
-        uintptr_t key = (w->batch[k] >> HS_MU_REGION_SHIFT) + 1;
-        size_t h = region_hash(key, w->region_mask);
-        count[k] = 0;
-        for (;;) {
-            const struct hs_mu_region *r = &w->regions[h];
-            if (r->key == key) {
-                first[k] = r->first;
-                count[k] = r->count;
-                __builtin_prefetch(&w->allocs[r->first]);
-                __builtin_prefetch(&w->allocs[r->first + r->count - 1]);
-                break;
-            }
-            if (r->key == 0)
-                break;
-            h = (h + 1) & w->region_mask;
+        uintptr_t v = w->batch[k];
+        const struct hs_mu_page *p = find_page(w, v >> HS_MU_PAGE_SHIFT);
+        bounds[k] = NULL;
+        idx[k] = HS_MU_NONE;
+        lo[k] = hi[k] = 0;
+        if (!p) {
+            idx[k] = find_big(w, v); /* rare: inside a huge allocation, or no allocation */
+            lo[k] = hi[k] = HS_MU_NONE;
+        } else if (p->slots == HS_MU_NO_SLOTS) {
+            lo[k] = p->base;
+            hi[k] = (size_t)p->base + p->count;
+        } else {
+            bounds[k] = slot_bounds(w, p, v);
+            __builtin_prefetch(bounds[k]);
         }
     }
     for (size_t k = 0; k < n; k++) {
-        uintptr_t v = w->batch[k];
-        idx[k] = HS_MU_NONE;
-        if (count[k]) {
-            size_t i = last_begin_at_or_below(w->allocs, first[k], count[k], v);
-            if (v >= w->allocs[i].begin && v < w->allocs[i].end)
-                idx[k] = i;
+        if (bounds[k]) {
+            lo[k] = bounds[k][0];
+            hi[k] = bounds[k][1];
         }
-        if (idx[k] == HS_MU_NONE)
-            idx[k] = find_big(w, v);
+        /* The allocation resolve() reads first. */
+        if (lo[k] != HS_MU_NONE && (hi[k] > lo[k] || lo[k] > 0))
+            __builtin_prefetch(&w->allocs[hi[k] > lo[k] ? lo[k] : lo[k] - 1]);
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (lo[k] != HS_MU_NONE)
+            idx[k] = resolve(w, w->batch[k], lo[k], hi[k]);
         if (idx[k] != HS_MU_NONE)
-            __builtin_prefetch(&w->marked[idx[k]]);
+            __builtin_prefetch(&w->marked[idx[k] / 64]);
     }
     for (size_t k = 0; k < n; k++) {
         if (w->chunk_filter && idx[k] != HS_MU_NONE) {
@@ -609,27 +808,30 @@ static void flush_batch(struct hs_mu_heap_walker *w)
     }
 }
 
-/* Scans the aligned words of [begin, end) under the guard. The range test is inlined; the
- * words that pass it are queued for flush_batch. */
-static void scan_range(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end)
+/* Queues the words of [b, e) (8-byte aligned) that pass the range test for flush_batch. The
+ * caller has declared the range to the fault guard: plain loads, a faulting one is simply
+ * executed again once the handler has mapped the zero page. */
+static inline void scan_words(struct hs_mu_heap_walker *w, uintptr_t b, uintptr_t e)
 {
-    uintptr_t b = (begin + 7) & ~(uintptr_t)7, e = end & ~(uintptr_t)7;
-    if (e <= b || end < begin)
-        return;
     const uintptr_t min = w->min, span = w->span;
-    hs_mu_fault_guard_enter(b, e);
-    /* Plain loads: a faulting load is simply executed again once the handler has mapped the
-     * zero page. */
     for (const uintptr_t *p = (const uintptr_t *)b; p < (const uintptr_t *)e; p++) {
         uintptr_t v = *p;
         if (__builtin_expect(v - min < span, 0)) {
-            uintptr_t key = (v >> HS_MU_REGION_SHIFT) + 1;
-            __builtin_prefetch(&w->regions[region_hash(key, w->region_mask)]);
             w->batch[w->num_batch++] = v;
             if (w->num_batch == HS_MU_BATCH)
                 flush_batch(w);
         }
     }
+}
+
+/* Scans the aligned words of [begin, end) under the guard. */
+static void scan_range(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end)
+{
+    uintptr_t b = (begin + 7) & ~(uintptr_t)7, e = end & ~(uintptr_t)7;
+    if (e <= b || end < begin)
+        return;
+    hs_mu_fault_guard_enter(b, e);
+    scan_words(w, b, e);
     hs_mu_fault_guard_leave();
 }
 
@@ -638,31 +840,57 @@ static void scan_alloc(struct hs_mu_heap_walker *w, size_t i)
     scan_range(w, w->allocs[i].begin, w->allocs[i].end);
 }
 
-/* Prefetches the start (up to 1 KiB) of the second pending allocation after i. A pass reads
- * allocations in address order, but skipping the ones not marked breaks the hardware
- * prefetcher's stream: reading 9 blocks of 1000 bytes out of 10 took twice as long as reading
- * all of them, and about as long again with this (measured). Never faults: prefetches of
+/* Prefetches the start (up to 1 KiB) of allocation i. A pass reads allocations in address
+ * order, but skipping the ones not marked breaks the hardware prefetcher's stream: reading 9
+ * blocks of 1000 bytes out of 10 took twice as long as reading all of them, and about as long
+ * again with a prefetch two allocations ahead (measured). Never faults: prefetches of
  * unreadable memory are dropped. */
-static inline void prefetch_ahead(const struct hs_mu_heap_walker *w, size_t i, size_t words)
+static inline void prefetch_alloc(const struct hs_mu_heap_walker *w, size_t i)
 {
-    size_t k = i / 64;
-    uint64_t bits = w->pending[k] & ~((2ull << (i % 64)) - 1); /* bits after i */
-    bool second = false;
-    for (size_t steps = 0;;) {
+    const struct hs_mu_alloc *a = &w->allocs[i];
+    size_t len = a->end - a->begin < 1024 ? a->end - a->begin : 1024;
+    for (size_t off = 0; off < len; off += 64)
+        __builtin_prefetch((const void *)(a->begin + off));
+}
+
+/* The first pending allocation in the words after k (looking at most 4 words ahead), or
+ * HS_MU_NONE. */
+static inline size_t next_pending(const struct hs_mu_heap_walker *w, size_t k, size_t words)
+{
+    for (size_t j = k + 1; j < words && j <= k + 4; j++)
+        if (w->pending[j])
+            return j * 64 + (size_t)__builtin_ctzll(w->pending[j]);
+    return HS_MU_NONE;
+}
+
+/* Scans the pending allocations of pending word k, in address order, with one fault guard
+ * range for all of them (their reads stay inside it; the gaps are never read). Allocations
+ * that the scan marks in word k are scanned too before returning. */
+static void scan_pending_word(struct hs_mu_heap_walker *w, size_t k, size_t words)
+{
+    uint64_t bits;
+    while ((bits = w->pending[k]) != 0) {
+        w->pending[k] = 0;
+        w->num_pending -= (size_t)__builtin_popcountll(bits);
+        const struct hs_mu_alloc *a = w->allocs + k * 64;
+        uintptr_t lo = a[__builtin_ctzll(bits)].begin, hi = a[63 - __builtin_clzll(bits)].end;
+        hs_mu_fault_guard_enter(lo & ~(uintptr_t)7, hi & ~(uintptr_t)7);
+        w->num_pass_scans += (size_t)__builtin_popcountll(bits);
         for (; bits; bits &= bits - 1) {
-            if (!second) {
-                second = true;
-                continue;
-            }
-            const struct hs_mu_alloc *a = &w->allocs[k * 64 + (size_t)__builtin_ctzll(bits)];
-            size_t len = a->end - a->begin < 1024 ? a->end - a->begin : 1024;
-            for (size_t off = 0; off < len; off += 64)
-                __builtin_prefetch((const void *)(a->begin + off));
-            return;
+            size_t i = (size_t)__builtin_ctzll(bits);
+            /* Two allocations ahead, in this word or the next ones. */
+            uint64_t later = bits & (bits - 1);
+            later &= later - 1;
+            size_t ahead = later                 ? k * 64 + (size_t)__builtin_ctzll(later)
+                           : (bits & (bits - 1)) ? next_pending(w, k, words)
+                                                 : HS_MU_NONE;
+            if (ahead != HS_MU_NONE)
+                prefetch_alloc(w, ahead);
+            uintptr_t b = (a[i].begin + 7) & ~(uintptr_t)7, e = a[i].end & ~(uintptr_t)7;
+            if (b < e)
+                scan_words(w, b, e);
         }
-        if (++k >= words || ++steps > 4)
-            return;
-        bits = w->pending[k];
+        hs_mu_fault_guard_leave();
     }
 }
 
@@ -691,33 +919,38 @@ void hs_mu_heap_walker_mark(struct hs_mu_heap_walker *w)
 
     size_t words = w->num_allocs / 64 + 1;
     size_t few = w->num_allocs / 64 + 64;
-    /* Passes in address order while the frontier is wide. */
-    while (w->num_pending >= few) {
-        for (size_t k = 0; k < words; k++) {
-            uint64_t bits;
-            while ((bits = w->pending[k]) != 0) {
-                size_t i = k * 64 + (size_t)__builtin_ctzll(bits);
-                w->pending[k] = bits & (bits - 1);
+    for (;;) {
+        /* Passes in address order while the frontier is wide. */
+        w->use_stack = false;
+        while (w->num_pending >= few) {
+            for (size_t k = 0; k < words; k++)
+                if (w->pending[k])
+                    scan_pending_word(w, k, words);
+            flush_batch(w);
+        }
+        /* The rest depth-first... */
+        w->use_stack = true;
+        for (size_t k = 0; k < words && w->num_pending > 0; k++) {
+            uint64_t bits = w->pending[k];
+            w->pending[k] = 0;
+            for (; bits; bits &= bits - 1) {
+                w->work[w->num_work++] = (uint32_t)(k * 64 + (size_t)__builtin_ctzll(bits));
                 w->num_pending--;
-                prefetch_ahead(w, i, words);
-                scan_alloc(w, i);
             }
         }
-        flush_batch(w);
-    }
-    /* The rest depth-first. */
-    w->use_stack = true;
-    for (size_t k = 0; k < words && w->num_pending > 0; k++) {
-        uint64_t bits = w->pending[k];
-        w->pending[k] = 0;
-        for (; bits; bits &= bits - 1) {
-            w->work[w->num_work++] = (uint32_t)(k * 64 + (size_t)__builtin_ctzll(bits));
-            w->num_pending--;
+        while (w->num_work > 0 && w->num_work < few) {
+            scan_alloc(w, w->work[--w->num_work]);
+            if (w->num_work == 0)
+                flush_batch(w);
         }
-    }
-    while (w->num_work > 0) {
-        scan_alloc(w, w->work[--w->num_work]);
         if (w->num_work == 0)
-            flush_batch(w);
+            return;
+        /* ...until it fans out again (one array holding everything, reached late): the stack
+         * goes back into the bitmap, for passes in address order. */
+        flush_batch(w);
+        for (size_t j = 0; j < w->num_work; j++)
+            w->pending[w->work[j] / 64] |= 1ull << (w->work[j] % 64);
+        w->num_pending += w->num_work;
+        w->num_work = 0;
     }
 }

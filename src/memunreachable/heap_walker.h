@@ -15,18 +15,35 @@
  * address order on the machine measured). So marked allocations are kept in a bitmap and
  * scanned in passes in address order; what a pass marks behind its position waits for the next
  * pass. When fewer than num_allocs / 64 + 64 allocations remain pending (the frontier of a
- * deep list, say), passes would mostly walk an empty bitmap, so the rest is finished
- * depth-first with an explicit stack. Every allocation is scanned exactly once either way.
+ * deep list, say), passes would mostly walk an empty bitmap, so the rest goes depth-first with
+ * an explicit stack; and when that stack grows past the same size (a program whose roots hold
+ * one array that holds everything: the fan-out comes after the frontier was narrow), it goes
+ * back into the bitmap for passes again (in stack order, a million 1000-byte blocks took 3x as
+ * long). Every allocation is scanned exactly once either way.
  *
  * Lookup ("is this word a heap pointer?"), the hot path, costs one subtraction and one
- * compare for the great majority of words (those outside [lowest begin, highest end)); a
- * word inside that span costs a probe of an open-addressing hash of 4 KiB address regions
- * (region -> the run of allocations overlapping it, typically a handful) and a binary search
- * within the run. On a big heap each of these, and the mark byte, is a cache miss, so marking
- * looks candidates up in batches of HS_MU_BATCH with prefetches between the steps (the misses
- * of a batch overlap instead of following one another). Allocations spanning more than
- * HS_MU_BIG_REGIONS regions are not entered region by region (a huge untouched malloc would blow
- * the table up) but kept in a short sorted list searched when the hash has no answer.
+ * compare for the great majority of words (those outside [lowest begin, highest end)). A word
+ * inside that span is looked up in a page table: the address space is cut into 2 MiB pages,
+ * grouped in 1 GiB windows (a small hash of windows, each an array of page entries: it stays
+ * in cache), which gives for each page the run of allocations that begin in it,
+ * allocs[base, base + count). A page
+ * where more than HS_MU_PAGE_RUN allocations begin also has a slot array that cuts the run
+ * into about one allocation per slot (as many slots as allocations, a power of two, slots of
+ * 256 bytes at the smallest). The allocation holding the word is the last one beginning at or
+ * below it: found by a binary search in its slot (a handful at most), else it is the one just
+ * before the slot's first, allocs[lo - 1], which may begin pages earlier. So an allocation
+ * running over a page end needs no entry in the next page's run: the pages it covers get an
+ * entry with an empty run, except for allocations covering more than HS_MU_BIG_PAGES pages,
+ * kept in a short sorted list searched when the page table has no entry. On a big heap the
+ * slot, the allocation and the mark byte are each a cache miss, so marking looks candidates
+ * up in batches of HS_MU_BATCH with prefetches between the steps (the misses of a batch
+ * overlap instead of following one another).
+ *
+ * Building the index is a counting sort, not a comparison sort: listing counts each
+ * allocation in its page; the allocations are then scattered into page order (one pass, with
+ * sequential reads; an in-place permutation was slower: a dependent random read per move), and
+ * each page's run, a few hundred KiB at most and so in cache, is sorted by slot through a
+ * buffer and within each slot by insertion.
  *
  * Fault tolerance: all reads of the snapshot's memory (root ranges, allocations, contents)
  * go through a guard. hs_mu_fault_guard_install() installs SIGSEGV/SIGBUS handlers; while a
@@ -37,9 +54,10 @@
  * without the guard (a real bug still crashes).
  *
  * Memory: everything comes from the caller's hs_arena (never malloc). For n allocations:
- * 16n bytes of ranges (+16n while sorting), n mark bytes, n/8 bytes of pending bits, 4n bytes
- * of work stack, and the region table (16 bytes per slot, 2 to 4 slots per 4 KiB region
- * holding small allocations).
+ * 16n bytes of ranges (+16n while sorting; the list grows by mremap, never copied), n/8
+ * bytes of mark bits and as many of pending bits, 4 to 8 bytes per allocation of slot arrays,
+ * the page table (16 KiB per 1 GiB window holding allocations), and a work stack of 4n bytes of
+ * address space, of which only the part a deep chain uses is touched.
  *
  * Threading and signals: a walker is used by one thread. The fault guard is process-global
  * state for the single-threaded sweeper (and single-threaded tests); its handler is
@@ -58,12 +76,22 @@
 /* Tag of the sweeper's log lines. */
 #define HS_MU_LOG_TAG "memunreachable"
 
-/* log2 of the region size of the lookup table (4 KiB). */
-#define HS_MU_REGION_SHIFT 12
-/* Allocations overlapping more regions than this go to the "big" list (256 KiB). */
-#define HS_MU_BIG_REGIONS 64
+/* The lookup index cuts the address space into 2 MiB pages (see the header comment). */
+#define HS_MU_PAGE_SHIFT 21
+#define HS_MU_PAGE_BYTES ((uintptr_t)1 << HS_MU_PAGE_SHIFT)
+/* Pages per window of the page table's first level (1 GiB windows). */
+#define HS_MU_WINDOW_SHIFT 9
+#define HS_MU_WINDOW_PAGES ((uintptr_t)1 << HS_MU_WINDOW_SHIFT)
+/* A page where more allocations than this begin gets a slot array. */
+#define HS_MU_PAGE_RUN 8
+/* Smallest slot of a slot array (256 bytes: 8192 slots per page). */
+#define HS_MU_MIN_SLOT_SHIFT 8
+/* Allocations covering more pages than this go to the "big" list (128 MiB). */
+#define HS_MU_BIG_PAGES 64
 /* Candidate words looked up together while marking. */
 #define HS_MU_BATCH 64
+/* A page without a slot array. */
+#define HS_MU_NO_SLOTS UINT32_MAX
 /* "No allocation" index. */
 #define HS_MU_NONE ((size_t)-1)
 
@@ -84,12 +112,24 @@ struct hs_mu_root {
  * of an allocation (and is not its first byte) is a chunk pointer, not a reference. */
 #define HS_MU_ROOT_MALLOC_STATE 1u
 
-/* One entry of the region table: the allocations overlapping one region are
- * allocs[first, first + count). key is region number + 1, 0 marks an empty slot. */
-struct hs_mu_region {
+/* One entry of the page table: page number + 1 as the key (0 marks an empty entry), the
+ * allocations that begin in the page, allocs[base, base + count), and for a dense page its slot
+ * array: slots[slots .. slots + 2^(HS_MU_PAGE_SHIFT - slot_shift)], where entry k is the index of
+ * the first allocation beginning in slot k or above (the last entry ends the page's run). */
+struct hs_mu_page {
     uintptr_t key;
-    uint32_t first;
+    uint32_t base;
     uint32_t count;
+    uint32_t slots; /* offset into the walker's slots[], or HS_MU_NO_SLOTS */
+    uint32_t fill;  /* while sorting */
+    uint8_t slot_shift;
+};
+
+/* A 1 GiB window of the page table: its HS_MU_WINDOW_PAGES page entries. key is window
+ * number + 1, 0 marks an empty entry of the window hash. */
+struct hs_mu_window {
+    uintptr_t key;
+    struct hs_mu_page *pages;
 };
 
 struct hs_mu_heap_walker {
@@ -105,25 +145,30 @@ struct hs_mu_heap_walker {
 
     /* Mark state. A newly marked allocation waits to be scanned either in `pending` (a bit
      * per allocation, scanned in address order) or, once few are left, on the `work` stack. */
-    uint8_t *marked;   /* one byte per allocation */
+    uint64_t *marked;  /* a bit per allocation, (num_allocs + 63) / 64 words */
     uint64_t *pending; /* (num_allocs + 63) / 64 words */
     size_t num_pending;
     uint32_t *work; /* capacity num_allocs */
     size_t num_work;
     bool use_stack; /* new marks go to work[] instead of pending[] */
     size_t num_marked;
+    size_t num_pass_scans; /* allocations scanned by a pass in address order (not depth-first) */
     /* Words that passed the range test, looked up HS_MU_BATCH at a time (see heap_walker.c). */
     uintptr_t batch[HS_MU_BATCH];
     size_t num_batch;
     bool chunk_filter; /* scanning a HS_MU_ROOT_MALLOC_STATE range */
 
     /* Lookup. span == 0 when there are no allocations (every lookup fails the range test). */
-    uintptr_t min;  /* allocs[0].begin */
-    uintptr_t span; /* highest end - min */
-    struct hs_mu_region *regions;
-    size_t region_mask; /* table size - 1 (a power of two) */
-    uint32_t *big;      /* indices of big allocations, ascending */
-    size_t num_big;
+    uintptr_t min;                /* allocs[0].begin */
+    uintptr_t span;               /* highest end - min */
+    struct hs_mu_window *windows; /* open addressing, at most half full; NULL when empty */
+    size_t window_mask;           /* table size - 1 (a power of two) */
+    size_t num_windows, num_pages;
+    struct hs_mu_page *last_page; /* the entry used last while listing */
+    uint32_t *slots;              /* the dense pages' slot arrays */
+    size_t num_slot_words;
+    uint32_t *big; /* indices of big allocations, ascending */
+    size_t num_big, cap_big;
     uintptr_t big_min, big_span;
 
     /* Roots. */
@@ -180,7 +225,7 @@ void hs_mu_heap_walker_mark(struct hs_mu_heap_walker *w);
 
 static inline bool hs_mu_heap_walker_is_marked(const struct hs_mu_heap_walker *w, size_t i)
 {
-    return w->marked[i] != 0;
+    return (w->marked[i / 64] >> (i % 64)) & 1;
 }
 
 /* ---- Fault guard ------------------------------------------------------------------------ */

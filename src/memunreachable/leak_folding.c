@@ -45,8 +45,7 @@ struct fold {
     const struct hs_mu_heap_walker *w;
     struct hs_arena *arena;
     size_t n;             /* leaked allocations */
-    uint32_t *node_alloc; /* node -> allocation index */
-    uint32_t *alloc_node; /* allocation index -> node, NONE32 when reachable */
+    uint32_t *node_alloc; /* node -> allocation index (ascending: nodes are in address order) */
     size_t *off;          /* n + 1 row offsets into edges */
     struct u32vec edges;
     /* Tarjan */
@@ -73,6 +72,21 @@ static void *alloc_array(struct fold *f, size_t n, size_t elem)
 static void free_array(struct fold *f, void *p, size_t n, size_t elem)
 {
     hs_arena_free(f->arena, p, (n ? n : 1) * elem);
+}
+
+/* The node of leaked allocation j: a binary search of node_alloc (no per-allocation table,
+ * which would cost 4 bytes for every allocation of the heap, reachable or not). */
+static uint32_t node_of(const struct fold *f, size_t j)
+{
+    size_t lo = 0, hi = f->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->node_alloc[mid] < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (uint32_t)lo;
 }
 
 /* Scans every leaked allocation for references to other leaked allocations. */
@@ -102,12 +116,11 @@ static int build_edges(struct fold *f)
             if (__builtin_expect(x - min >= span, 1))
                 continue;
             size_t j = hs_mu_heap_walker_find_slow(w, x);
-            /* The mark byte first: reachable targets are common, and the mark array is a
-             * quarter of the size of alloc_node (fewer cache misses). */
+            /* The mark bit first: reachable targets are common. */
             if (j == HS_MU_NONE || j == self || hs_mu_heap_walker_is_marked(w, j))
                 continue;
-            uint32_t t = f->alloc_node[j];
-            if (t == NONE32 || t == last)
+            uint32_t t = node_of(f, j);
+            if (t == last)
                 continue;
             last = t;
             if (!u32vec_push(&f->edges, f->arena, t)) {
@@ -329,7 +342,6 @@ static void fold_free(struct fold *f)
 {
     size_t n = f->n, nc = f->ncomp;
     free_array(f, f->node_alloc, n, sizeof(uint32_t));
-    free_array(f, f->alloc_node, f->w->num_allocs, sizeof(uint32_t));
     free_array(f, f->off, n + 1, sizeof(size_t));
     if (f->edges.v)
         hs_arena_free(f->arena, f->edges.v, f->edges.cap * sizeof(uint32_t));
@@ -355,18 +367,14 @@ static void fold_free(struct fold *f)
 static int fold_run(struct fold *f, struct hs_mu_folding *out, size_t budget)
 {
     const struct hs_mu_heap_walker *w = f->w;
-    size_t na = w->num_allocs;
-    f->alloc_node = alloc_array(f, na, sizeof(uint32_t));
-    if (!f->alloc_node)
-        return -ENOMEM;
+    size_t na = w->num_allocs, words = (na + 63) / 64;
+    /* Unmarked allocations, a mark word at a time (reachable ones are the great majority). */
     size_t n = 0;
-    for (size_t i = 0; i < na; i++) {
-        if (hs_mu_heap_walker_is_marked(w, i)) {
-            f->alloc_node[i] = NONE32;
-        } else {
-            f->alloc_node[i] = (uint32_t)n++;
-            out->leaked_bytes += w->allocs[i].end - w->allocs[i].begin;
-        }
+    for (size_t k = 0; k < words; k++) {
+        uint64_t clear = ~w->marked[k];
+        if (k == words - 1 && na % 64)
+            clear &= (1ull << (na % 64)) - 1;
+        n += (size_t)__builtin_popcountll(clear);
     }
     f->n = n;
     out->num_leaked = n;
@@ -382,9 +390,17 @@ static int fold_run(struct fold *f, struct hs_mu_folding *out, size_t budget)
     if (!f->node_alloc || !f->off || !f->index || !f->low || !f->comp || !f->stack || !f->cs_node ||
         !f->cs_edge || !f->on_stack)
         return -ENOMEM;
-    for (size_t i = 0; i < na; i++)
-        if (f->alloc_node[i] != NONE32)
-            f->node_alloc[f->alloc_node[i]] = (uint32_t)i;
+    size_t v = 0;
+    for (size_t k = 0; k < words; k++) {
+        uint64_t clear = ~w->marked[k];
+        if (k == words - 1 && na % 64)
+            clear &= (1ull << (na % 64)) - 1;
+        for (; clear; clear &= clear - 1) {
+            size_t i = k * 64 + (size_t)__builtin_ctzll(clear);
+            f->node_alloc[v++] = (uint32_t)i;
+            out->leaked_bytes += w->allocs[i].end - w->allocs[i].begin;
+        }
+    }
     if (n == 0)
         return 0;
 

@@ -131,7 +131,10 @@ static __attribute__((noinline)) bool get_unreachable_memory(struct UnreachableM
         if (rc == 0)
             rc = hs_mu_result_read_limited(fds[0], info, limit, RESULT_TIMEOUT_MS, &skipped_pages);
         close(fds[0]);
-        hs_mu_collect_finish(&stats);
+        if (rc == 0)
+            hs_mu_collect_release(&stats); /* complete: no need to wait for the sweeper's exit */
+        else
+            hs_mu_collect_finish(&stats);
     } else {
         mu_log("cannot check for unreachable memory: pipe: %s", hs_errno_text(-rc));
     }

@@ -42,3 +42,9 @@ target_include_directories(test_capture_gate PRIVATE ${HS_COMMON_TESTS_DIR})
 target_link_libraries(test_capture_gate PRIVATE hs_common Threads::Threads)
 add_test(NAME unit.capture_gate COMMAND test_capture_gate)
 set_tests_properties(unit.capture_gate PROPERTIES TIMEOUT 180)
+
+# The private allocator (arena.c): growing blocks, large ones by mremap.
+add_executable(test_arena ${HS_COMMON_TESTS_DIR}/test_arena.c)
+target_include_directories(test_arena PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_arena PRIVATE hs_common)
+add_test(NAME unit.arena COMMAND test_arena)

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -125,6 +126,7 @@ struct sweep_report {
     uint64_t segv_unblocked, int_blocked;
     uint64_t probe_fd_closed, result_fd_open;
     uint64_t regs_words;
+    uint64_t workers_stopped; /* workers still stopped (traced) when the sweeper started */
 };
 
 struct thread_rec {
@@ -133,8 +135,9 @@ struct thread_rec {
 };
 
 static int g_probe_fd = -1;
-static int g_sweep_fail;     /* the stub returns -1 */
-static int g_sweep_sleep_ms; /* the stub sleeps first */
+static int g_sweep_fail;      /* the stub returns -1 */
+static int g_sweep_sleep_ms;  /* the stub sleeps first */
+static int g_sweep_linger_ms; /* the stub stays after writing its report (< 0: forever) */
 
 static int in_excluded(const struct hs_mu_capture *cap, uintptr_t addr)
 {
@@ -171,9 +174,18 @@ static void write_all(int fd, const void *data, size_t len)
     }
 }
 
+static char thread_state_raw(pid_t tid);
+static struct worker_tids {
+    pid_t tid[8];
+    int n;
+} g_watch; /* workers whose state the stub sweeper records first */
+
 int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_source *heap,
                 size_t limit, int fd, struct hs_arena *arena)
 {
+    uint64_t stopped = 0;
+    for (int i = 0; i < g_watch.n; i++)
+        stopped += thread_state_raw(g_watch.tid[i]) == 't';
     if (g_sweep_sleep_ms)
         hs_mu_sleep_ns((uint64_t)g_sweep_sleep_ms * 1000000ull);
     struct sweep_report rep;
@@ -204,12 +216,17 @@ int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_sou
     rep.probe_fd_closed = sys6(SYS_fcntl, g_probe_fd, F_GETFD, 0, 0, 0, 0) == -EBADF;
     rep.result_fd_open = sys6(SYS_fcntl, fd, F_GETFD, 0, 0, 0, 0) >= 0;
     rep.regs_words = capture->num_threads ? capture->threads[0].num_regs : 0;
+    rep.workers_stopped = stopped;
     write_all(fd, &rep, sizeof(rep));
     for (size_t i = 0; i < capture->num_threads; i++) {
         const struct hs_mu_thread *t = &capture->threads[i];
         struct thread_rec r = {t->tid, t->sp, t->regs[0]}; /* r15 is the first word */
         write_all(fd, &r, sizeof(r));
     }
+    if (g_sweep_linger_ms > 0)
+        hs_mu_sleep_ns((uint64_t)g_sweep_linger_ms * 1000000ull);
+    while (g_sweep_linger_ms < 0) /* every signal but SIGSEGV and SIGBUS is blocked */
+        sys6(SYS_pause, 0, 0, 0, 0, 0, 0);
     return g_sweep_fail ? -1 : 0;
 }
 
@@ -875,6 +892,118 @@ static void test_sweeper_failures(void)
     CHECK_EQ(stop_workers(), 2);
 }
 
+/* Reads exactly len bytes (a lingering sweeper never closes the pipe). */
+static bool read_exact(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    uint64_t end = hs_mu_now_ns() + 10000000000ull;
+    while (got < len && hs_mu_now_ns() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = read(fd, (char *)buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        got += (size_t)n;
+    }
+    return got == len;
+}
+
+/* Starts a check whose stub sweeper writes its report and then stays linger_ms (< 0: for
+ * ever), and reads the report. Returns the sweeper's pid (0 on failure). */
+static pid_t collect_lingering(struct hs_mu_collect_stats *stats, int fds[2], int linger_ms)
+{
+    CHECK_EQ(pipe2(fds, O_CLOEXEC), 0);
+    g_sweep_linger_ms = linger_ms;
+    int rc = hs_mu_collect(&g_heap, 1, fds[1], stats, 5000);
+    g_sweep_linger_ms = 0;
+    close(fds[1]);
+    CHECK_EQ(rc, 0);
+    struct sweep_report rep;
+    CHECK(read_exact(fds[0], &rep, sizeof(rep)) && rep.magic == REPORT_MAGIC);
+    CHECK(read_exact(fds[0], g_recs, rep.num_threads * sizeof(struct thread_rec)));
+    return rc == 0 ? stats->sweeper_pid : 0;
+}
+
+/* 'Z', 'X' or gone ('?') once the process has exited. */
+static char process_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return '?';
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return '?';
+    buf[n] = '\0';
+    char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+static void test_release(void)
+{
+    check_context("release after a complete result: the sweeper's exit is not waited for");
+    start_workers(2);
+    size_t maps = count_maps();
+    struct hs_mu_collect_stats stats;
+    int fds[2];
+    pid_t sweeper = collect_lingering(&stats, fds, -1);
+    CHECK(sweeper > 0);
+    CHECK_EQ(hs_mu_collect_release(&stats), 0); /* hs_mu_collect_finish: -ETIMEDOUT */
+    CHECK(stats.collector == NULL);
+    CHECK(no_children()); /* the sweeper is not the program's child */
+    /* Killed by its parent-death signal, reaped by whoever reaps orphans. */
+    uint64_t end = hs_mu_now_ns() + 5000000000ull;
+    while (!strchr("ZX?", process_state(sweeper)) && hs_mu_now_ns() < end)
+        hs_mu_sleep_ns(1000000);
+    CHECK(strchr("ZX?", process_state(sweeper)) != NULL);
+    close(fds[0]);
+    CHECK_EQ(count_maps(), maps);
+    CHECK_EQ(traced_threads(), 0);
+
+    check_context("release in a child subreaper waits instead (the orphan would be its child)");
+    CHECK_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+    collect_lingering(&stats, fds, 1000); /* exits on its own a second after its report */
+    CHECK_EQ(hs_mu_collect_release(&stats), 0);
+    CHECK(stats.collector == NULL);
+    CHECK(no_children()); /* reaped by the collector, not orphaned to this process */
+    CHECK_EQ(prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
+    close(fds[0]);
+    CHECK_EQ(count_maps(), maps);
+    CHECK_EQ(stop_workers(), 2);
+}
+
+static void slow_release_stage(enum hs_mu_collect_stage stage, void *arg)
+{
+    (void)arg;
+    if (stage == HS_MU_COLLECT_STAGE_FORKED)
+        hs_mu_sleep_ns(200000000ull); /* the threads stay stopped a while after the fork */
+}
+
+static void test_sweeper_waits_for_release(void)
+{
+    check_context("the sweeper starts only once the threads are released");
+    start_workers(2);
+    g_watch.n = 2;
+    g_watch.tid[0] = g_workers[0].tid;
+    g_watch.tid[1] = g_workers[1].tid;
+    hs_mu_collect_test_hooks.stage = slow_release_stage;
+    struct run r;
+    run_collect(&r, 5000);
+    hs_mu_collect_test_hooks.stage = NULL;
+    g_watch.n = 0;
+    CHECK_EQ(r.rc, 0);
+    CHECK(r.got_report);
+    CHECK_EQ(r.rep.workers_stopped, 0);
+    CHECK_EQ(r.finish_rc, 0);
+    CHECK(no_children());
+    CHECK_EQ(stop_workers(), 2);
+}
+
 static void test_invalid(void)
 {
     check_context("invalid arguments");
@@ -900,6 +1029,8 @@ int main(void)
     test_repeat();
     test_timeouts();
     test_sweeper_failures();
+    test_release();
+    test_sweeper_waits_for_release();
     close(g_probe_fd);
     return check_report();
 }

@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "check.h"
+#include "count_allocs.h"
 #include "glibc_heap.h"
 #include "glibc_malloc.h"
 #include "heap_walker.h"
@@ -162,11 +163,14 @@ static int walk_snapshot(void)
     struct hs_arena arena = HS_ARENA_INIT;
     struct hs_mu_glibc_heap_stats st;
     CHECK_EQ(hs_mu_fault_guard_install(), 0);
+    count_allocs_start();
     int r = hs_mu_glibc_heap_walk(&cap, &arena, 0, SIZE_MAX, collect, NULL, &st);
+    long allocs = count_allocs_stop();
     hs_mu_fault_guard_remove();
 
     check_context("real heap");
     CHECK_EQ(r, 0);
+    CHECK_EQ(allocs, 0); /* the sweeper's own arena only, never glibc's heap */
     CHECK(st.main_arena != 0);
     CHECK(st.arenas >= THREADS);
     CHECK(st.heaps >= THREADS);

@@ -1,11 +1,13 @@
 /* test_unreachable_sweep.c: hs_mu_sweep end to end (src/memunreachable/sweep.c) in this
  * process, against a fake heap and a synthetic capture: roots from a data mapping, a thread
  * stack and registers, leaks folded and grouped, the result through a pipe; a failing heap;
- * a PROT_NONE block; the signal dispositions restored afterwards; the same result twice.
+ * a PROT_NONE block; the signal dispositions restored afterwards; the same result twice;
+ * and no allocation from glibc during any sweep (count_allocs.h).
  */
 #define _GNU_SOURCE
 #include "capture.h"
 #include "check.h"
+#include "count_allocs.h"
 #include "result_codec.h"
 #include "test_unreachable_fake_heap.h"
 
@@ -60,7 +62,9 @@ static int sweep_and_read(const struct scene *s, const struct hs_mu_heap_source 
 {
     int fds[2];
     CHECK_EQ(pipe(fds), 0);
+    count_allocs_start();
     int r = hs_mu_sweep(&s->cap, heap, limit, fds[1], &g_arena);
+    CHECK_EQ(count_allocs_stop(), 0); /* its own arena only: nothing from glibc's heap */
     close(fds[1]);
     int rr = hs_mu_result_read_limited(fds[0], info, limit, 5000, skipped);
     close(fds[0]);

@@ -91,7 +91,9 @@ static void test_lookup_random(void)
         size_t size;
         switch (rnd() % 20) {
         case 0:
-            size = 300000 + rnd() % 3000000; /* big */
+            /* Across page ends; now and then more than HS_MU_BIG_PAGES pages. */
+            size = rnd() % 50 == 0 ? (HS_MU_BIG_PAGES + 1 + rnd() % 8) * HS_MU_PAGE_BYTES
+                                   : 300000 + rnd() % 3000000;
             break;
         case 1:
             size = 0; /* counts as one byte */
@@ -149,6 +151,142 @@ static void test_lookup_random(void)
     for (size_t i = 0; i < N; i++)
         bytes += ends[i] - begins[i];
     CHECK_EQ(w.allocation_bytes, bytes);
+    hs_mu_heap_walker_destroy(&w);
+}
+
+/* Lists the n ranges [b[i], e[i]) in a shuffled order, builds the walker, and compares its
+ * lookups with reference_find at every begin and end, around them, and at random addresses. */
+static size_t lookup_mismatches(struct hs_mu_heap_walker *w, const uintptr_t *b, const uintptr_t *e,
+                                size_t n)
+{
+    fake_reset();
+    static uint32_t order[1 << 18];
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = rnd() % (i + 1);
+        uint32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        fake_add((void *)b[order[i]], e[order[i]] - b[order[i]]);
+    build(w);
+    size_t bad = w->num_allocs != n;
+    for (size_t i = 0; i < n && !bad; i++)
+        bad += w->allocs[i].begin != b[i] || w->allocs[i].end != e[i];
+    for (size_t i = 0; i < n; i++) {
+        uintptr_t probes[] = {b[i], e[i] - 1, e[i], b[i] - 1, b[i] + (e[i] - b[i]) / 2};
+        for (size_t k = 0; k < sizeof(probes) / sizeof(probes[0]); k++)
+            bad += hs_mu_heap_walker_find(w, probes[k]) != reference_find(b, e, n, probes[k]);
+    }
+    for (size_t k = 0; k < 100000; k++) {
+        uintptr_t a = b[0] - 4096 + rnd() % (e[n - 1] - b[0] + 8192);
+        bad += hs_mu_heap_walker_find(w, a) != reference_find(b, e, n, a);
+    }
+    return bad;
+}
+
+static void test_lookup_layouts(void)
+{
+    /* Fake addresses only: nothing is read. */
+    enum { MAX = 1 << 18 };
+    static uintptr_t b[MAX], e[MAX];
+    struct hs_mu_heap_walker w;
+    const uintptr_t page = HS_MU_PAGE_BYTES, base = 0x7f0000000000;
+
+    check_context("dense pages: 32-byte blocks filling two pages and running into a third");
+    size_t n = 0;
+    for (uintptr_t a = base + 16; n < 2 * page / 32 + 100; a += 32, n++)
+        b[n] = a, e[n] = a + 24;
+    CHECK_EQ(lookup_mismatches(&w, b, e, n), 0);
+    CHECK(w.num_slot_words > 0);
+    hs_mu_heap_walker_destroy(&w);
+
+    check_context("unaligned blocks, many in one slot");
+    n = 0;
+    for (uintptr_t a = base + 3; n < 5000; n++) {
+        b[n] = a;
+        e[n] = a + 1 + rnd() % 5;
+        a = e[n] + rnd() % 3;
+    }
+    CHECK_EQ(lookup_mismatches(&w, b, e, n), 0);
+    hs_mu_heap_walker_destroy(&w);
+
+    check_context(
+        "pages with exactly HS_MU_PAGE_RUN blocks and one more, each across its page end");
+    n = 0;
+    for (unsigned p = 0; p < 40; p++) {
+        uintptr_t a = base + p * page + page / 2;
+        unsigned count = p % 2 ? HS_MU_PAGE_RUN : HS_MU_PAGE_RUN + 1;
+        for (unsigned k = 0; k < count; k++, n++) {
+            b[n] = a;
+            e[n] = k + 1 == count ? base + (p + 1) * page + 4096 : a + 1000;
+            a = e[n] + 16;
+        }
+    }
+    CHECK_EQ(lookup_mismatches(&w, b, e, n), 0);
+    hs_mu_heap_walker_destroy(&w);
+
+    check_context("clustered: a dense slot, then a block covering the rest of the page and more");
+    n = 0;
+    for (unsigned k = 0; k < 200; k++, n++)
+        b[n] = base + 32 * k, e[n] = base + 32 * k + 16;
+    b[n] = base + 8192, e[n] = base + 3 * page + 77, n++;
+    b[n] = base + 3 * page + 80, e[n] = base + 3 * page + 96, n++;
+    b[n] = base + 4 * page, e[n] = base + (HS_MU_BIG_PAGES + 10) * page, n++; /* big */
+    b[n] = base + (HS_MU_BIG_PAGES + 10) * page, e[n] = b[n] + 1, n++;
+    CHECK_EQ(lookup_mismatches(&w, b, e, n), 0);
+    CHECK_EQ(w.num_big, 1);
+    hs_mu_heap_walker_destroy(&w);
+
+    check_context("a block ending at the top of the address space");
+    b[0] = base, e[0] = base + 64;
+    b[1] = UINTPTR_MAX - 3 * page, e[1] = UINTPTR_MAX;
+    CHECK_EQ(lookup_mismatches(&w, b, e, 2), 0);
+    CHECK_EQ(hs_mu_heap_walker_find(&w, UINTPTR_MAX - 1), 1);
+    hs_mu_heap_walker_destroy(&w);
+}
+
+static void test_lookup_overlaps(void)
+{
+    check_context("overlapping blocks dropped from dense pages, lookups of the rest");
+    enum { N = 30000 };
+    static uintptr_t b[N], e[N], kb[N], ke[N];
+    fake_reset();
+    uintptr_t a = 0x500000000000;
+    for (size_t i = 0; i < N; i++) {
+        b[i] = a;
+        e[i] = a + 16 + 16 * (rnd() % 4);
+        a += rnd() % 16 == 0 ? 16 : e[i] - b[i] + 16; /* now and then inside the previous one */
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < N; i++) {
+        if (kept > 0 && b[i] < ke[kept - 1])
+            continue;
+        kb[kept] = b[i];
+        ke[kept++] = e[i];
+    }
+    for (size_t i = N - 1; i > 0; i--) {
+        size_t j = rnd() % (i + 1);
+        fake_add((void *)b[j], e[j] - b[j]);
+        b[j] = b[i], e[j] = e[i];
+    }
+    fake_add((void *)b[0], e[0] - b[0]);
+    struct hs_mu_heap_walker w;
+    hs_log_set_sink(sink, NULL);
+    build(&w);
+    hs_log_set_sink(NULL, NULL);
+    CHECK_EQ(w.num_allocs, kept);
+    CHECK_EQ(w.dropped_overlapping, N - kept);
+    size_t bad = 0;
+    for (size_t i = 0; i < kept; i++) {
+        bad += w.allocs[i].begin != kb[i];
+        uintptr_t probes[] = {kb[i], ke[i] - 1, ke[i], kb[i] - 1};
+        for (size_t k = 0; k < 4; k++)
+            bad += hs_mu_heap_walker_find(&w, probes[k]) != reference_find(kb, ke, kept, probes[k]);
+    }
+    CHECK_EQ(bad, 0);
     hs_mu_heap_walker_destroy(&w);
 }
 
@@ -280,6 +418,29 @@ static void test_mark_cycles_and_chains(void)
     hs_mu_heap_walker_mark(&w);
     CHECK_EQ(w.num_marked, CHAIN);
     hs_mu_heap_walker_destroy(&w);
+
+    check_context("a late fan-out: one array holds everything, scanned in address order");
+    fake_reset();
+    enum { FAN = 20000 };
+    uintptr_t *array = fake_block(FAN * sizeof(uintptr_t));
+    uintptr_t *head = fake_block(16), *tail = NULL;
+    for (size_t i = 0; i < FAN; i++) {
+        uintptr_t *blk = fake_block(48);
+        array[i] = (uintptr_t)blk;
+        if (i % 2 == 0) { /* every other one heads a chain of two more */
+            blk[0] = (uintptr_t)fake_block(16);
+            ((uintptr_t *)blk[0])[1] = (uintptr_t)(tail = fake_block(16));
+        }
+    }
+    head[1] = (uintptr_t)array; /* root -> head -> array: a narrow frontier at first */
+    uintptr_t *unreached = fake_block(16);
+    build(&w);
+    hs_mu_heap_walker_add_root_value(&w, (uintptr_t)head);
+    hs_mu_heap_walker_mark(&w);
+    CHECK_EQ(w.num_marked, 2 + FAN + FAN);
+    CHECK(marked(&w, tail) && !marked(&w, unreached));
+    CHECK(w.num_pass_scans >= FAN); /* not one block at a time from the stack */
+    hs_mu_heap_walker_destroy(&w);
 }
 
 static void test_chunk_filter(void)
@@ -409,6 +570,8 @@ static void test_fault_outside_guard(void)
 int main(void)
 {
     test_lookup_random();
+    test_lookup_layouts();
+    test_lookup_overlaps();
     test_lookup_edges();
     test_mark_basic();
     test_mark_cycles_and_chains();
