@@ -41,9 +41,9 @@ void *hs_md_guarded_alloc(size_t size, size_t align, size_t align_offset, bool z
         p = hs_md_page_guard_alloc(size, align, align_offset, alloc_bt);
     else if (sample && hs_md.sample_guard)
         p = hs_md_sample_guard_alloc(size, align, align_offset, zero, alloc_bt);
-    if (p && (sample || __atomic_fetch_add(&g_allocs, 1, __ATOMIC_RELAXED) %
-                               HS_MD_HANDLER_CHECK_INTERVAL ==
-                           0))
+    if (p && (!hs_md.page_guard || __atomic_fetch_add(&g_allocs, 1, __ATOMIC_RELAXED) %
+                                               HS_MD_HANDLER_CHECK_INTERVAL ==
+                                           0))
         hs_md_guard_fault_check_installed();
     return p;
 }
