@@ -95,16 +95,26 @@ static void program_write_begin(sigset_t *saved)
     sigfillset(&all);
     /* No handler of this thread may run (and call sigaction) while the lock is held. */
     pthread_sigmask(SIG_SETMASK, &all, saved);
-    while (__atomic_exchange_n(&g_program_lock, 1, __ATOMIC_ACQUIRE))
-        sched_yield();
+    hs_md_guard_fault_lock();
     __atomic_fetch_add(&g_program_seq, 1, __ATOMIC_ACQ_REL);
 }
 
 static void program_write_end(const sigset_t *saved)
 {
     __atomic_fetch_add(&g_program_seq, 1, __ATOMIC_ACQ_REL);
-    __atomic_store_n(&g_program_lock, 0, __ATOMIC_RELEASE);
+    hs_md_guard_fault_unlock();
     pthread_sigmask(SIG_SETMASK, saved, NULL);
+}
+
+void hs_md_guard_fault_lock(void)
+{
+    while (__atomic_exchange_n(&g_program_lock, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+}
+
+void hs_md_guard_fault_unlock(void)
+{
+    __atomic_store_n(&g_program_lock, 0, __ATOMIC_RELEASE);
 }
 
 /* A consistent copy of the program's action for slot i (lock-free, for the handler). */

@@ -40,6 +40,10 @@ void hs_md_guard_fault_check_installed(void);
  * handler, and returns true; returns false for any other call (the real sigaction does it). */
 bool hs_md_guard_fault_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 
+/* Takes / releases the lock of the program's recorded actions (fork handlers). */
+void hs_md_guard_fault_lock(void);
+void hs_md_guard_fault_unlock(void);
+
 /* glibc's sigaction (the next definition after the shim's own), for the interposer. */
 int hs_md_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 

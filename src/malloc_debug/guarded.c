@@ -138,6 +138,7 @@ size_t hs_md_guarded_nearby(uintptr_t a, struct hs_md_gblock **out)
 
 void hs_md_guarded_lock(void)
 {
+    hs_md_guard_fault_lock();
     hs_md_page_guard_lock();
     hs_md_sample_guard_lock();
 }
@@ -146,6 +147,7 @@ void hs_md_guarded_unlock(void)
 {
     hs_md_sample_guard_unlock();
     hs_md_page_guard_unlock();
+    hs_md_guard_fault_unlock();
 }
 
 void hs_md_guarded_log_stats(void)

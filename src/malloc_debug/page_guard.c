@@ -33,7 +33,7 @@
 
 #define PG_MAX_CLASSES 18      /* runs of 2 pages up to 2^18 pages (1 GiB) */
 #define PG_REGION_MAX_SHIFT 34 /* 16 GiB of address space per run size, at most */
-#define PG_REGION_MIN_SHIFT 28 /* 256 MiB, at least */
+#define PG_REGION_MIN_SHIFT 24 /* 16 MiB, at least (ulimit -v) */
 #define PG_MIN_RUNS_SHIFT 2    /* a region holds at least 4 runs of its size */
 #define PG_RECORD_CHUNK (64 * 1024)
 /* Mappings left to the program itself when the budget of live blocks is set from

@@ -35,3 +35,10 @@ add_executable(test_perf_map ${HS_COMMON_TESTS_DIR}/test_perf_map.c)
 target_include_directories(test_perf_map PRIVATE ${HS_COMMON_TESTS_DIR})
 target_link_libraries(test_perf_map PRIVATE hs_common)
 add_test(NAME unit.perf_map COMMAND test_perf_map)
+
+# A fault's access kind and stack from its signal context (fault_context.c).
+add_executable(test_fault_context ${HS_COMMON_TESTS_DIR}/test_fault_context.c)
+target_include_directories(test_fault_context PRIVATE ${HS_COMMON_TESTS_DIR})
+target_compile_options(test_fault_context PRIVATE -O0 -fno-omit-frame-pointer)
+target_link_libraries(test_fault_context PRIVATE hs_common)
+add_test(NAME unit.fault_context COMMAND test_fault_context)
