@@ -7,10 +7,12 @@
 #include "log.h"
 #include "report.h"
 
-/* page_guard re-checks that its fault handler is still the one installed every this many
- * blocks (sample_guard at every sampled block): a program that replaced it through the raw
- * system call gets it back. */
+/* The fault handler is re-checked (two rt_sigaction calls) every this many guarded blocks,
+ * page_guard's or sample_guard's: a program that replaced it behind the interposed sigaction
+ * (the raw system call, sysv_signal) gets it back. With sample_guard the first block checks
+ * too, so that a program's early replacement is caught at the first sample. */
 #define HS_MD_HANDLER_CHECK_INTERVAL 1024
+#define HS_MD_SAMPLED_CHECK_INTERVAL 16
 
 static size_t g_allocs; /* guarded blocks handed out (atomic), for the handler check */
 
@@ -41,9 +43,9 @@ void *hs_md_guarded_alloc(size_t size, size_t align, size_t align_offset, bool z
         p = hs_md_page_guard_alloc(size, align, align_offset, alloc_bt);
     else if (sample && hs_md.sample_guard)
         p = hs_md_sample_guard_alloc(size, align, align_offset, zero, alloc_bt);
-    if (p && (!hs_md.page_guard || __atomic_fetch_add(&g_allocs, 1, __ATOMIC_RELAXED) %
-                                               HS_MD_HANDLER_CHECK_INTERVAL ==
-                                           0))
+    size_t interval =
+        hs_md.page_guard ? HS_MD_HANDLER_CHECK_INTERVAL : HS_MD_SAMPLED_CHECK_INTERVAL;
+    if (p && __atomic_fetch_add(&g_allocs, 1, __ATOMIC_RELAXED) % interval == 0)
         hs_md_guard_fault_check_installed();
     return p;
 }
