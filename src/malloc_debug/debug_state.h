@@ -28,9 +28,9 @@ struct hs_md_state {
     bool track;         /* live allocations are in the pointer table */
     int backtrace_on;   /* allocation backtraces are captured now (SIGRTMAX-19 toggles) */
     size_t extra_bytes; /* bytes added to each request: link area + header + guards + expand */
-    size_t guarded_extra_bytes; /* the same for a guarded block (no glibc chunk after it) */
-    bool page_guard;            /* page_guard is on (its address space is reserved) */
-    bool sample_guard;          /* sample_guard is on (its pool is reserved) */
+    size_t guarded_extra_bytes;     /* the same for a guarded block (no glibc chunk after it) */
+    bool page_guard;                /* page_guard is on (its address space is reserved) */
+    bool sample_guard;              /* sample_guard is on (its pool is reserved) */
     uintptr_t self_start, self_end; /* our own code, dropped from the top of backtraces */
     char self_path[PATH_MAX];       /* this library's file, to find the elfutils plug-in */
     /* Set (never cleared) by the first error report: the program's heap may be corrupted

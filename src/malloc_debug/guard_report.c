@@ -55,9 +55,9 @@ void hs_md_guard_explain(uintptr_t a, struct hs_md_guard_verdict *v)
         }
     }
     if (v->g)
-        v->kind = a < v->g->user ? HS_MD_GUARD_UNDERFLOW
+        v->kind = a < v->g->user                 ? HS_MD_GUARD_UNDERFLOW
                   : a - v->g->user >= v->g->size ? HS_MD_GUARD_OVERFLOW
-                                                  : HS_MD_GUARD_USE_AFTER_FREE;
+                                                 : HS_MD_GUARD_USE_AFTER_FREE;
 }
 
 /* Where byte `index` of a block of `size` bytes is, in words. */

@@ -31,9 +31,9 @@ enum hs_md_guard_kind {
 };
 
 struct hs_md_guard_verdict {
-    int kind;                       /* enum hs_md_guard_kind */
-    const struct hs_md_gblock *g;   /* the block (NULL for HS_MD_GUARD_WILD) */
-    int state;                      /* its state when it was looked at */
+    int kind;                     /* enum hs_md_guard_kind */
+    const struct hs_md_gblock *g; /* the block (NULL for HS_MD_GUARD_WILD) */
+    int state;                    /* its state when it was looked at */
 };
 
 /* What a fault at a means, from the records near it: a freed block whose pages hold a is a

@@ -96,8 +96,7 @@ int hs_md_guarded_check(void *ptr, const char *function, bool claim, struct hs_m
         hs_md_report_pointer_error(ptr, "UNKNOWN POINTER", function, NULL);
         return HS_MD_GUARDED_REPORTED;
     }
-    hs_md_guard_report_pointer(ptr, function, g,
-                               freed_state(state) || state == HS_MD_GB_FREEING);
+    hs_md_guard_report_pointer(ptr, function, g, freed_state(state) || state == HS_MD_GB_FREEING);
     return HS_MD_GUARDED_REPORTED;
 }
 

@@ -27,7 +27,7 @@
 static inline size_t hs_md_guard_frames(void)
 {
     return (hs_md.cfg.options & HS_OPT_BACKTRACE) ? hs_md.cfg.backtrace_frames
-                                                   : HS_MD_GUARD_DEFAULT_FRAMES;
+                                                  : HS_MD_GUARD_DEFAULT_FRAMES;
 }
 
 /* True when a is in guarded memory (two range checks; false when both options are off). */

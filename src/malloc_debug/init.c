@@ -158,8 +158,8 @@ static int configure(void)
     }
     /* sample_guard alone (what production runs): glibc straight from the entry points but
      * for the drawn calls. */
-    const uint32_t sampling_only = HS_OPT_SAMPLE_GUARD | HS_OPT_SAMPLE_GUARD_RECOVER |
-                                   HS_OPT_VERBOSE | HS_OPT_ABORT_ON_ERROR;
+    const uint32_t sampling_only =
+        HS_OPT_SAMPLE_GUARD | HS_OPT_SAMPLE_GUARD_RECOVER | HS_OPT_VERBOSE | HS_OPT_ABORT_ON_ERROR;
     if ((cfg->options & ~sampling_only) == 0)
         return hs_md.sample_guard ? HS_MD_SAMPLING : HS_MD_PASSTHROUGH;
     return HS_MD_DEBUG;

@@ -73,7 +73,7 @@ struct hs_md_option {
     size_t min, max; /* accepted range, inclusive (OPTIONAL, REQUIRED) */
     size_t field;
     void (*set)(struct hs_md_config *cfg, size_t value);
-    const char *def_str; /* value when the string is empty (STRING) */
+    const char *def_str;      /* value when the string is empty (STRING) */
     const char *const *words; /* the accepted words, NULL-terminated (WORD) */
 };
 
@@ -124,6 +124,14 @@ static void hs_md_set_free_track(struct hs_md_config *cfg, size_t n)
     cfg->free_track_allocations = n;
     cfg->fill_on_free_bytes = SIZE_MAX;
     cfg->free_track_backtrace_num_frames = HS_MD_DEFAULT_BACKTRACE_FRAMES;
+}
+
+/* sample_guard without a value (the row's default, 0) is the default rate, kept within a cost
+ * budget (sample_budget.h); a value given is used as it is. */
+static void hs_md_set_sample_guard(struct hs_md_config *cfg, size_t n)
+{
+    cfg->sample_guard_adaptive = n == 0;
+    cfg->sample_guard_rate = n != 0 ? n : HS_MD_DEFAULT_SAMPLE_GUARD_RATE;
 }
 
 #define HS_MD_FIELD(f) offsetof(struct hs_md_config, f)
@@ -214,8 +222,8 @@ static const struct hs_md_option hs_md_options[] = {
                page_guard_side),
     HS_MD_NUMBER("page_guard_quarantine", NULL, OPT, 0, HS_MD_DEFAULT_PAGE_GUARD_QUARANTINE_MIB, 0,
                  HS_MD_MAX_PAGE_GUARD_QUARANTINE_MIB, page_guard_quarantine_mib),
-    HS_MD_NUMBER("sample_guard", NULL, OPT, HS_OPT_SAMPLE_GUARD, HS_MD_DEFAULT_SAMPLE_GUARD_RATE, 1,
-                 HS_MD_MAX_SAMPLE_GUARD_RATE, sample_guard_rate),
+    HS_MD_NUMBER_SET("sample_guard", NULL, OPT, HS_OPT_SAMPLE_GUARD, 0, 1,
+                     HS_MD_MAX_SAMPLE_GUARD_RATE, hs_md_set_sample_guard),
     HS_MD_NUMBER("sample_guard_slots", NULL, OPT, 0, HS_MD_DEFAULT_SAMPLE_GUARD_SLOTS, 1,
                  HS_MD_MAX_SAMPLE_GUARD_SLOTS, sample_guard_slots),
     HS_MD_WORD("sample_guard_side", 0, hs_md_sample_guard_sides, HS_MD_SIDE_RANDOM,

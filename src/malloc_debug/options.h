@@ -96,6 +96,7 @@ struct hs_md_config {
     size_t page_guard_side;           /* enum hs_md_guard_side: REAR or FRONT */
     size_t page_guard_quarantine_mib; /* freed blocks' pages kept PROT_NONE, MiB */
     size_t sample_guard_rate;         /* about one allocation in N goes to a guarded slot */
+    bool sample_guard_adaptive;       /* sample_guard without a value: rate kept under budget */
     size_t sample_guard_slots;        /* guarded slots reserved at start */
     size_t sample_guard_side;         /* enum hs_md_guard_side */
 

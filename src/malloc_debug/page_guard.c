@@ -230,9 +230,9 @@ void *hs_md_page_guard_alloc(size_t size, size_t align, size_t align_offset,
     }
     /* Bytes lost to alignment between the block and its guard page (see
      * hs_md_gblock_place); a run's start is aligned to the run's size. */
-    size_t waste = align <= HS_MD_PAGE ? (g_pg.front ? 0 - align_offset : align_offset - size) &
-                                             (align - 1)
-                                       : align - 1;
+    size_t waste = align <= HS_MD_PAGE
+                       ? (g_pg.front ? 0 - align_offset : align_offset - size) & (align - 1)
+                       : align - 1;
     size_t need;
     if (__builtin_add_overflow(size, waste, &need) || need > SIZE_MAX - HS_MD_PAGE)
         return NULL;
@@ -327,7 +327,8 @@ static void quarantine(struct hs_md_gblock *g)
 
 void hs_md_page_guard_free(struct hs_md_gblock *g, struct hs_md_bt *free_bt)
 {
-    if (hs_md_gblock_slack_mismatch(g, g_pg.slack_value) != g->data_end - (g->block + g->block_size))
+    if (hs_md_gblock_slack_mismatch(g, g_pg.slack_value) !=
+        g->data_end - (g->block + g->block_size))
         hs_md_guard_report_slack(g, g_pg.slack_value);
     void *pages = (void *)g->data;
     size_t len = g->data_end - g->data;

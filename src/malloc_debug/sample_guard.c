@@ -16,8 +16,10 @@
 #define _GNU_SOURCE
 #include "sample_guard.h"
 
+#include "clock.h"
 #include "debug_state.h"
 #include "guard_report.h"
+#include "sample_budget.h"
 #include "spinlock.h"
 
 #include <string.h>
@@ -29,6 +31,13 @@
 __thread int hs_md_sample_left __attribute__((tls_model("initial-exec")));
 static __thread uint32_t t_rng __attribute__((tls_model("initial-exec")));
 
+/* The default rate's budget (sample_budget.h), per thread: the current window's start and the
+ * time spent in the pool since, and the multiplier of the drawn countdowns. */
+static __thread struct {
+    uint64_t window_start, spent_ns;
+    uint32_t scale;
+} t_budget __attribute__((tls_model("initial-exec")));
+
 struct hs_md_sample_range hs_md_sample_range;
 
 static struct {
@@ -36,6 +45,7 @@ static struct {
     size_t slot_bytes; /* data pages of a slot */
     size_t stride;     /* a slot and the guard page after it */
     uint32_t rate;     /* sample_guard=N */
+    bool adaptive;     /* the default rate: kept within the budget */
     int side;          /* enum hs_md_guard_side */
     uint8_t slack_value;
     struct hs_md_gblock *recs; /* nslots records */
@@ -63,17 +73,40 @@ static uint32_t next_random(void)
     return x;
 }
 
-/* Allocations until the next sample: uniform in 1..2N-1, so one in N on average. */
+/* Allocations until the next sample: uniform in 1..2N-1, so one in N on average (N times
+ * the budget's multiplier for the default rate). */
 static int draw_countdown(void)
 {
     uint32_t span = g_sp.rate > 0 ? 2 * g_sp.rate - 1 : 1;
-    return (int)(1 + next_random() % span);
+    uint64_t n = 1 + next_random() % span;
+    if (g_sp.adaptive && t_budget.scale > 1)
+        n *= t_budget.scale;
+    return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+/* At a sample: closes the budget's window when it is over and sets the next multiplier. */
+static void update_budget(void)
+{
+    uint64_t now = hs_monotonic_ns();
+    if (t_budget.window_start == 0) {
+        t_budget.window_start = now;
+        t_budget.scale = 1;
+        return;
+    }
+    uint64_t elapsed = now - t_budget.window_start;
+    if (elapsed < HS_MD_SAMPLE_WINDOW_NS)
+        return;
+    t_budget.scale = hs_md_sample_next_scale(t_budget.scale, t_budget.spent_ns, elapsed);
+    t_budget.window_start = now;
+    t_budget.spent_ns = 0;
 }
 
 bool hs_md_sample_due(void)
 {
     if (t_rng != 0 && hs_md_sample_left > 0)
         return false; /* a call that did not count down (the process's first) */
+    if (g_sp.adaptive)
+        update_budget();
     if (t_rng == 0) {
         /* The thread's first allocation: set the countdown up and count this one. */
         hs_md_sample_left = draw_countdown();
@@ -90,6 +123,7 @@ bool hs_md_sample_guard_init(const struct hs_md_config *cfg)
     g_sp.slot_bytes = (size_t)HS_MD_SAMPLE_SLOT_PAGES * HS_MD_PAGE;
     g_sp.stride = g_sp.slot_bytes + HS_MD_PAGE;
     g_sp.rate = (uint32_t)cfg->sample_guard_rate;
+    g_sp.adaptive = cfg->sample_guard_adaptive;
     g_sp.side = (int)cfg->sample_guard_side;
     g_sp.slack_value = cfg->rear_guard_value;
 
@@ -146,8 +180,27 @@ static void put_slot(size_t i)
     hs_spin_unlock(&g_sp.lock);
 }
 
+/* Adds the time since start to this thread's sampled work (the default rate's budget). */
+static void account(uint64_t start)
+{
+    if (g_sp.adaptive)
+        t_budget.spent_ns += hs_monotonic_ns() - start;
+}
+
+static void *sample_alloc(size_t size, size_t align, size_t align_offset, bool zero,
+                          struct hs_md_bt *alloc_bt);
+
 void *hs_md_sample_guard_alloc(size_t size, size_t align, size_t align_offset, bool zero,
                                struct hs_md_bt *alloc_bt)
+{
+    uint64_t start = g_sp.adaptive ? hs_monotonic_ns() : 0;
+    void *p = sample_alloc(size, align, align_offset, zero, alloc_bt);
+    account(start);
+    return p;
+}
+
+static void *sample_alloc(size_t size, size_t align, size_t align_offset, bool zero,
+                          struct hs_md_bt *alloc_bt)
 {
     if (size > g_sp.slot_bytes || align > HS_MD_PAGE || hs_md_sample_range.size == 0)
         return NULL;
@@ -190,7 +243,9 @@ void *hs_md_sample_guard_alloc(size_t size, size_t align, size_t align_offset, b
 
 void hs_md_sample_guard_free(struct hs_md_gblock *g, struct hs_md_bt *free_bt)
 {
-    if (hs_md_gblock_slack_mismatch(g, g_sp.slack_value) != g->data_end - (g->block + g->block_size))
+    uint64_t start = g_sp.adaptive ? hs_monotonic_ns() : 0;
+    if (hs_md_gblock_slack_mismatch(g, g_sp.slack_value) !=
+        g->data_end - (g->block + g->block_size))
         hs_md_guard_report_slack(g, g_sp.slack_value);
     bool retire = __atomic_load_n(&g->retire, __ATOMIC_RELAXED);
     /* A retired slot (sample_guard_recover) keeps its pages as they are: it was reported. */
@@ -200,6 +255,7 @@ void hs_md_sample_guard_free(struct hs_md_gblock *g, struct hs_md_bt *free_bt)
     __atomic_store_n(&g->state, retire ? HS_MD_GB_RETIRED : HS_MD_GB_FREED, __ATOMIC_RELEASE);
     if (!retire)
         put_slot((size_t)(g - g_sp.recs));
+    account(start);
 }
 
 /* Slot index and position of a in the pool: *in_slot is false for a guard page, whose slot

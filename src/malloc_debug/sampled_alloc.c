@@ -84,7 +84,8 @@ void *hs_md_sampled_valloc(size_t size)
 void *hs_md_sampled_pvalloc(size_t size)
 {
     size_t rounded = hs_md_page_up(size);
-    void *p = rounded >= size ? try_sample(rounded ? rounded : HS_MD_PAGE, HS_MD_PAGE, false) : NULL;
+    void *p =
+        rounded >= size ? try_sample(rounded ? rounded : HS_MD_PAGE, HS_MD_PAGE, false) : NULL;
     return p ? p : __libc_pvalloc(size);
 }
 

@@ -257,8 +257,10 @@ class SampleGuard(GuardCase):
         self.run_matrix("sample")
 
     def test_default_rate_catches_a_repeated_bug(self):
-        # 200000 uses after free at one in about 5000: the chance to miss them all is e^-40.
-        r = run([GUARD, "use_after_free_loop", "200000"], "sample_guard", timeout=120)
+        # 4000000 uses after free at one in 5000: even with the budget backing off 32-fold
+        # (a sampled block costing ~40 us), about 25 are drawn; the chance to miss them all
+        # is e^-25. The first one drawn aborts the loop.
+        r = run([GUARD, "use_after_free_loop", "4000000"], "sample_guard", timeout=120)
         ctx = r.stdout + "\n".join(r.log)
         self.assertEqual(r.returncode, -signal.SIGABRT, ctx)
         self.assertNotIn("iterations=", r.stdout)

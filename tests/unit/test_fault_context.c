@@ -56,9 +56,7 @@ static NOINLINE void caller(volatile char *p, int write)
     __asm__ volatile("" ::: "memory"); /* no tail call: the caller's frame stays */
 }
 
-static NOINLINE void after_caller(void)
-{
-}
+static NOINLINE void after_caller(void) {}
 
 static bool in_function(uintptr_t pc, void (*fn)(void), void (*next)(void))
 {

@@ -18,8 +18,8 @@ static void check_place(uintptr_t lo, uintptr_t hi, size_t size, size_t align, s
 {
     uintptr_t b = hs_md_gblock_place(lo, hi, size, align, off, front);
     char ctx[160];
-    snprintf(ctx, sizeof(ctx), "lo=%#lx hi=%#lx size=%zu align=%zu off=%zu %s",
-             (unsigned long)lo, (unsigned long)hi, size, align, off, front ? "front" : "rear");
+    snprintf(ctx, sizeof(ctx), "lo=%#lx hi=%#lx size=%zu align=%zu off=%zu %s", (unsigned long)lo,
+             (unsigned long)hi, size, align, off, front ? "front" : "rear");
     check_context(ctx);
     bool fits = size + (align - 1) <= hi - lo; /* always fits when this holds */
     if (b == 0) {
@@ -49,8 +49,7 @@ int main(void)
             for (size_t o = 0; o < sizeof(offsets) / sizeof(offsets[0]); o++)
                 for (uintptr_t pages = 1; pages <= 32; pages *= 2)
                     for (int front = 0; front < 2; front++)
-                        check_place(lo, lo + pages * PAGE, sizes[s], aligns[a], offsets[o],
-                                    front);
+                        check_place(lo, lo + pages * PAGE, sizes[s], aligns[a], offsets[o], front);
 
     /* The cases the guards rely on. */
     CHECK_EQ(hs_md_gblock_place(lo, lo + PAGE, 128, 16, 0, false), lo + PAGE - 128);

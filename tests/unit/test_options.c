@@ -161,6 +161,7 @@ static void check_defaults(const struct hs_md_config *cfg)
     CHECK_EQ(cfg->page_guard_side, HS_MD_SIDE_REAR);
     CHECK_EQ(cfg->page_guard_quarantine_mib, 256);
     CHECK_EQ(cfg->sample_guard_rate, 0);
+    CHECK(!cfg->sample_guard_adaptive);
     CHECK_EQ(cfg->sample_guard_slots, 64);
     CHECK_EQ(cfg->sample_guard_side, HS_MD_SIDE_RANDOM);
 }
@@ -315,12 +316,11 @@ static const struct num_case num_cases[] = {
      get_record_allocs_num_entries, false, NULL, false},
     {"leak_track", NULL, HS_OPT_LEAK_TRACK, false, 1000, 1, SIZE_MAX, get_leak_track_list_max,
      false, NULL, false},
-    {"page_guard_quarantine", NULL, 0, false, 256, 0, 1048576, get_page_guard_quarantine_mib,
-     false, NULL, false},
+    {"page_guard_quarantine", NULL, 0, false, 256, 0, 1048576, get_page_guard_quarantine_mib, false,
+     NULL, false},
     {"sample_guard", NULL, HS_OPT_SAMPLE_GUARD, false, 5000, 1, 1000000000, get_sample_guard_rate,
      false, NULL, false},
-    {"sample_guard_slots", NULL, 0, false, 64, 1, 4096, get_sample_guard_slots, false, NULL,
-     false},
+    {"sample_guard_slots", NULL, 0, false, 64, 1, 4096, get_sample_guard_slots, false, NULL, false},
 };
 
 /* Parses "<name>=<value>" (value NULL: just "<name>") and checks the stored value. */
@@ -511,6 +511,16 @@ static void test_guard_sides(void)
     if (PARSE_OK(&cfg, "sample_guard_side=random"))
         CHECK_EQ(cfg.sample_guard_side, HS_MD_SIDE_RANDOM);
     EXPECT_ERROR("sample_guard_side=left", "bad value for option 'sample_guard_side'");
+
+    /* sample_guard alone: the default rate, kept within its budget; a rate given: exact. */
+    if (PARSE_OK(&cfg, "sample_guard")) {
+        CHECK_EQ(cfg.sample_guard_rate, 5000);
+        CHECK(cfg.sample_guard_adaptive);
+    }
+    if (PARSE_OK(&cfg, "sample_guard=5000")) {
+        CHECK_EQ(cfg.sample_guard_rate, 5000);
+        CHECK(!cfg.sample_guard_adaptive);
+    }
 
     if (PARSE_OK(&cfg, "sample_guard=1 sample_guard_slots=8 sample_guard_side=front "
                        "sample_guard_recover page_guard=front page_guard_quarantine=0")) {
