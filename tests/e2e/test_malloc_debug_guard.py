@@ -348,12 +348,24 @@ class OwnHandlers(GuardCase):
             with self.subTest(how=args[2], options=o):
                 ctx = r.stdout + "\n".join(r.log)
                 self.assertIn("query=own", r.stdout, ctx)
+                # The kernel keeps the shim's handler in front (put back after "direct").
+                self.assertIn("kernel=other", r.stdout, ctx)
                 self.assertIn("own_caught=2", r.stdout, ctx)
                 # ... and a fault in guarded memory is still explained.
                 self.assertEqual(r.returncode, -signal.SIGABRT, ctx)
                 reports = parse_reports(r.log)
                 self.assertEqual(len(reports), 1, ctx)
                 self.assertTrue(reports[0]["head"][0].endswith("HAS A BUFFER OVERFLOW"), ctx)
+
+    def test_without_guarded_memory_the_handler_is_the_programs(self):
+        # The interposed sigaction is glibc's when neither option is on.
+        for opts in (None, "guard"):
+            with self.subTest(options=opts):
+                r = run([GUARD, "own_handler", "sigaction"], opts)
+                self.assertIn("query=own", r.stdout)
+                self.assertIn("kernel=own", r.stdout)
+                self.assertIn("own_caught=2", r.stdout)
+                self.assertEqual(r.returncode, 0, r.stdout)
 
     def test_handler_installed_before_the_shim(self):
         env = {"LD_PRELOAD": SHIM + " " + PRE}

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -319,6 +320,17 @@ static int own_handler_scenario(const char *how, int then_bug)
     int own = (query.sa_flags & SA_SIGINFO) ? query.sa_sigaction == own_handler
                                             : query.sa_handler == own_plain_handler;
     printf("query=%s\n", own ? "own" : "other");
+    /* What the kernel itself has: with guarded memory on, the shim's handler stays in front
+     * (the program's is chained to). */
+    struct {
+        void *handler;
+        unsigned long flags;
+        void *restorer;
+        unsigned long mask;
+    } kernel;
+    syscall(SYS_rt_sigaction, SIGSEGV, NULL, &kernel, sizeof(kernel.mask));
+    own = kernel.handler == (void *)own_handler || kernel.handler == (void *)own_plain_handler;
+    printf("kernel=%s\n", own ? "own" : "other");
     for (int i = 0; i < 2; i++)
         if (sigsetjmp(g_jump, 1) == 0)
             g_sink = (void *)(intptr_t)touch_unmapped();
