@@ -103,7 +103,18 @@ run_cfg() {
     python) set -- "$@" PYTHONMALLOC=malloc PYTHONHASHSEED=0 "$python_bin" "$wdir/churn.py" ;;
     sqlite) set -- "$@" "$sqlite_bin" :memory: ".read $wdir/sqlite.sql" ;;
     esac
-    timed "$base" "$@"
+    cpu=-
+    if [ -n "$time_bin" ]; then
+        # Wall, user + system CPU seconds (less sensitive to other load on the machine) and
+        # peak RSS.
+        "$time_bin" -f '%e %U %S %M' -o "$base.time" "$@" </dev/null >"$base.out" 2>"$base.err"
+        rc=$?
+        set -- $(tail -n 1 "$base.time")
+        wall=${1:--} cpu=$(awk -v u="${2:-}" -v s="${3:-}" 'BEGIN { if (u != "") print u + s; else print "-" }')
+        rss=${4:--}
+    else
+        timed "$base" "$@"
+    fi
     secs=$wall
     case $w in mb*) secs=$(sed -n 's/^result .* seconds=\([0-9.]*\) .*/\1/p' "$base.out") ;; esac
     [ -n "$secs" ] || secs=-
@@ -141,7 +152,7 @@ while [ "$r" -le "$runs" ]; do
         for cfg in $(rotate "$configs1" $((r - 1))); do
             base=$tmp/$cfg.$w.$r
             run_cfg "$cfg" "$w" "$ops" "$base"
-            check_run "$cfg" "$w" && echo "$secs $r $rss" >>"$tmp/p1.$cfg.$w"
+            check_run "$cfg" "$w" && echo "$secs $r $rss $cpu" >>"$tmp/p1.$cfg.$w"
         done
     done
     echo "bench/guard.sh: round $r/$runs done ($(($(date +%s) - start_time)) s)" >&2
@@ -168,7 +179,10 @@ table1=$tmp/table1.md
             else
                 ratio=$(paired_ratio "$f" "$tmp/p1.glibc.$w")
                 rssr=$(paired_ratio "$f" "$tmp/p1.glibc.$w" 3)
-                printf ' %s (RSS %s) |' "$(echo "$ratio" | awk '$1 ~ /^[0-9.]+$/ { printf "%.3f", $1; next } { print "-" }')" \
+                cpur=$(paired_ratio "$f" "$tmp/p1.glibc.$w" 4)
+                printf ' %s (CPU %s, RSS %s) |' \
+                    "$(echo "$ratio" | awk '$1 ~ /^[0-9.]+$/ { printf "%.3f", $1; next } { print "-" }')" \
+                    "$(echo "$cpur" | awk '$1 ~ /^[0-9.]+$/ { printf "%.3f", $1; next } { print "-" }')" \
                     "$(echo "$rssr" | awk '$1 ~ /^[0-9.]+$/ { printf "%.2f", $1; next } { print "-" }')"
             fi
         done
@@ -253,7 +267,8 @@ results=$build/bench/guard.md
     echo "## sample_guard on the benchmark programs"
     echo
     echo "Ratio of the time to glibc's (median over $runs interleaved rounds of the same-round"
-    echo "ratio; target for sample_guard: <= 1.05), peak RSS ratio in parentheses. glibc's row:"
+    echo "ratio; target for sample_guard: <= 1.05), then the same for the CPU time (user +"
+    echo "system: less disturbed by other load on the machine) and the peak RSS. glibc's row:"
     echo "median seconds and peak RSS. mb1, mb2: malloc_bench with 1 and 2 threads, $ops calls"
     echo "per thread (its own timer); python: churn.py (PYTHONMALLOC=malloc); sqlite: sqlite.sql."
     echo
