@@ -157,11 +157,12 @@ static int configure(void)
         pthread_atfork(hs_md_record_lock, hs_md_record_unlock, hs_md_record_unlock);
     }
     /* sample_guard alone (what production runs): glibc straight from the entry points but
-     * for the drawn calls. */
+     * for the drawn calls, with glibc's semantics. Any other option (or a pool that could not
+     * be reserved) is the debug mode, with Android's. */
     const uint32_t sampling_only =
         HS_OPT_SAMPLE_GUARD | HS_OPT_SAMPLE_GUARD_RECOVER | HS_OPT_VERBOSE | HS_OPT_ABORT_ON_ERROR;
-    if ((cfg->options & ~sampling_only) == 0)
-        return hs_md.sample_guard ? HS_MD_SAMPLING : HS_MD_PASSTHROUGH;
+    if (hs_md.sample_guard && (cfg->options & ~sampling_only) == 0)
+        return HS_MD_SAMPLING;
     return HS_MD_DEBUG;
 }
 
