@@ -280,6 +280,17 @@ results=$build/bench/guard.md
     echo
     cat "$table2"
     [ -n "$notes" ] && printf '%s\n' "$notes" | sed '/^$/d'
+    echo
+    echo "## Individual runs of part 1 (wall seconds, CPU seconds; round order)"
+    echo
+    for w in $workloads; do
+        for cfg in $configs1; do
+            [ -s "$tmp/p1.$cfg.$w" ] || continue
+            printf -- '- %s, %s:' "$w" "$(label "$cfg")"
+            awk '{ printf " %s/%s", $1, $4 }' "$tmp/p1.$cfg.$w"
+            echo
+        done
+    done
 } >"$results"
 cat "$results"
 echo "bench/guard.sh: results written to $results ($(($(date +%s) - start_time)) s)" >&2
