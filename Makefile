@@ -32,6 +32,7 @@ demo: deps
 bench: deps
 	$(MAKE) build
 	@sh bench/run.sh $(BUILD)
+	@sh bench/guard.sh $(BUILD)
 	@sh bench/leaks.sh $(BUILD)
 	@sh bench/leak_exit.sh $(BUILD)
 	@sh bench/report.sh $(BUILD)

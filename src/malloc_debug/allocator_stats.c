@@ -3,6 +3,7 @@
 
 #include "backtrace_table.h"
 #include "debug_state.h"
+#include "guarded.h"
 #include "log.h"
 #include "pointer_table.h"
 
@@ -22,5 +23,6 @@ void hs_md_log_allocator_stats(void)
                "backtraces, %zu bytes of own memory",
                prog, hs_md_ptr_count(), hs_md_ptr_peak(), hs_md_bt_count(),
                hs_arena_mapped_bytes(&hs_md_arena));
+    hs_md_guarded_log_stats();
     hs_log_end();
 }

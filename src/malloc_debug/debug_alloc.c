@@ -7,6 +7,10 @@
  * pointer table, with its allocation backtrace, and pointers the table does not know are
  * reported. With free_track, freed blocks wait in the free queue.
  *
+ * With page_guard (every block) or sample_guard (a drawn block) the block comes from guarded
+ * memory instead of glibc (guarded.h), with or without a header; every pointer is first
+ * checked against guarded memory, so that nothing touches a freed block's PROT_NONE pages.
+ *
  * Calls made while the shim's own code runs (hs_md_in_shim: reports, backtrace capture)
  * take the same paths but capture no backtraces, so nothing recurses.
  */
@@ -17,6 +21,7 @@
 #include "debug_state.h"
 #include "free_queue.h"
 #include "guard.h"
+#include "guarded.h"
 #include "header.h"
 #include "heap_dump.h"
 #include "libc_malloc.h"
@@ -77,19 +82,53 @@ HS_INLINE struct hs_md_bt *capture_free_backtrace(void)
     return hs_md_bt_acquire(frames, n);
 }
 
-/* Adds a new block to the pointer table. */
-HS_INLINE void track(void *p, size_t size)
+/* Adds a new block to the pointer table. guard_bt, the backtrace a guarded block was given
+ * (or NULL), is shared rather than captured twice: it has the same frames. */
+HS_INLINE void track(void *p, size_t size, struct hs_md_bt *guard_bt)
 {
     if (!hs_md.track || !p)
         return;
-    struct hs_md_ptr_info info = {size, capture_alloc_backtrace(size)};
+    struct hs_md_bt *bt = NULL;
+    if (guard_bt && (hs_md.cfg.options & HS_OPT_BACKTRACE) &&
+        __atomic_load_n(&hs_md.backtrace_on, __ATOMIC_RELAXED) &&
+        size >= hs_md.cfg.backtrace_min_size && size <= hs_md.cfg.backtrace_max_size) {
+        hs_md_bt_ref(guard_bt);
+        bt = guard_bt;
+    } else {
+        bt = capture_alloc_backtrace(size);
+    }
+    struct hs_md_ptr_info info = {size, bt};
     if (!hs_md_ptr_add(p, &info))
         hs_md_bt_release(info.bt);
 }
 
-/* Allocates a block with header and guards; alignment is a power of two >= 16. */
-static void *header_alloc(size_t size, size_t alignment, bool zero)
+/* A guarded block (guarded.h) holding a header and user data of `size` bytes, or NULL. */
+static void *guarded_header_alloc(size_t size, size_t alignment, bool zero, struct hs_md_bt *bt)
 {
+    size_t total;
+    if (__builtin_add_overflow(size, hs_md.guarded_extra_bytes, &total))
+        return NULL;
+    size_t offset = hs_md_user_offset();
+    void *orig = hs_md_guarded_alloc(total, alignment, offset, zero, true, bt);
+    if (!orig)
+        return NULL;
+    uint8_t *user = (uint8_t *)orig + offset;
+    size_t orig_usable = (hs_md.cfg.options & HS_OPT_REAR_GUARD) ? 0 : total;
+    void *p = hs_md_header_init(hs_md_header_of(user), orig, orig_usable, size);
+    hs_md_guarded_set_user(orig, p, size);
+    return p;
+}
+
+/* Allocates a block with header and guards; alignment is a power of two >= 16. guarded:
+ * try guarded memory first (bt: its allocation backtrace). */
+static void *header_alloc(size_t size, size_t alignment, bool zero, bool guarded,
+                          struct hs_md_bt *bt)
+{
+    if (guarded) {
+        void *p = guarded_header_alloc(size, alignment, zero, bt);
+        if (p)
+            return p;
+    }
     size_t slack = alignment > HS_MD_MIN_ALIGNMENT ? alignment : 0;
     size_t total;
     if (__builtin_add_overflow(size, hs_md.extra_bytes, &total) ||
@@ -104,10 +143,18 @@ static void *header_alloc(size_t size, size_t alignment, bool zero)
     return hs_md_header_init(hs_md_header_of((void *)user), orig, orig_usable, size);
 }
 
-/* glibc block without header: only expand_alloc is added. */
-static void *plain_alloc(size_t size, size_t alignment, bool zero)
+/* Block without header: only expand_alloc is added. guarded: try guarded memory first. */
+static void *plain_alloc(size_t size, size_t alignment, bool zero, bool guarded,
+                         struct hs_md_bt *bt)
 {
     size_t total;
+    if (guarded && !__builtin_add_overflow(size, hs_md.guarded_extra_bytes, &total)) {
+        void *p = hs_md_guarded_alloc(total, alignment, 0, zero, true, bt);
+        if (p) {
+            hs_md_guarded_set_user(p, p, size);
+            return p;
+        }
+    }
     if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
         return fail_enomem();
     if (alignment > HS_MD_MIN_ALIGNMENT)
@@ -117,24 +164,39 @@ static void *plain_alloc(size_t size, size_t alignment, bool zero)
 
 static size_t usable_size(void *ptr)
 {
-    return hs_md.header ? hs_md_header_of(ptr)->usable_size : hs_md_libc_usable_size(ptr);
+    return hs_md.header ? hs_md_header_of(ptr)->usable_size : hs_md_backing_usable_size(ptr);
 }
 
-HS_INLINE void *debug_alloc(size_t size, size_t alignment, bool zero)
+/* With sample_guard: whether this allocation is drawn for a guarded slot (the countdown). */
+HS_INLINE bool sample_drawn(void)
+{
+    return hs_md.sample_guard && !hs_md_sample_skip() && hs_md_sample_due();
+}
+
+/* sample: this allocation was drawn for sample_guard (page_guard guards every one). */
+HS_INLINE void *debug_alloc_drawn(size_t size, size_t alignment, bool zero, bool sample)
 {
     hs_md_serve_requests();
     hs_md_heap_dump_if_requested();
     if (size == 0)
         size = 1;
-    void *p =
-        hs_md.header ? header_alloc(size, alignment, zero) : plain_alloc(size, alignment, zero);
-    if (!p)
-        return NULL;
-    if (!zero && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
-        memset(p, hs_md.cfg.fill_alloc_value,
-               min_size(usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
-    track(p, size);
+    bool guarded = hs_md.page_guard || sample;
+    struct hs_md_bt *guard_bt = guarded ? hs_md_guarded_capture() : NULL;
+    void *p = hs_md.header ? header_alloc(size, alignment, zero, guarded, guard_bt)
+                           : plain_alloc(size, alignment, zero, guarded, guard_bt);
+    if (p) {
+        if (!zero && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
+            memset(p, hs_md.cfg.fill_alloc_value,
+                   min_size(usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
+        track(p, size, guard_bt);
+    }
+    hs_md_bt_release(guard_bt);
     return p;
+}
+
+HS_INLINE void *debug_alloc(size_t size, size_t alignment, bool zero)
+{
+    return debug_alloc_drawn(size, alignment, zero, sample_drawn());
 }
 
 /* True when the header in front of a pointer the table does not know is readable and says
@@ -162,13 +224,9 @@ static void report_not_live(void *ptr, const char *function, bool known_freed)
     hs_md_bt_release(free_bt);
 }
 
-/* Checks that ptr is a live allocation for `function`: header tag, then the pointer table
- * (from which `take` removes it, handing its entry to *info). Reports and returns false
- * otherwise. */
-static bool verify_pointer(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info)
+/* The header and pointer-table part of verify_pointer. */
+static bool verify_tracked(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info)
 {
-    info->size = 0;
-    info->bt = NULL;
     /* With the pointer table, ask it first: then a wild pointer is reported without reading
      * the memory in front of it, which may not be mapped. */
     if (hs_md.track) {
@@ -194,8 +252,28 @@ static bool verify_pointer(void *ptr, const char *function, bool take, struct hs
     return true;
 }
 
-/* Frees a verified pointer (already out of the pointer table; info is its entry). */
-HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info)
+/* Checks that ptr is a live allocation for `function`: guarded memory, header tag, then the
+ * pointer table (from which `take` removes it, handing its entry to *info; a guarded block is
+ * then claimed, *g its record). Reports and returns false otherwise. */
+static bool verify_pointer(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info,
+                           struct hs_md_gblock **g)
+{
+    info->size = 0;
+    info->bt = NULL;
+    if (hs_md_guarded_check(ptr, function, take, g) == HS_MD_GUARDED_REPORTED)
+        return false;
+    if (!verify_tracked(ptr, function, take, info)) {
+        if (take)
+            hs_md_guarded_unclaim(*g);
+        *g = NULL;
+        return false;
+    }
+    return true;
+}
+
+/* Frees a verified pointer (already out of the pointer table; info is its entry; g its
+ * claimed record when it is guarded). */
+HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblock *g)
 {
     const uint32_t options = hs_md.cfg.options;
     void *orig = ptr;
@@ -206,15 +284,22 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info)
         orig = h->orig_pointer;
         usable = h->usable_size;
     } else if (options & (HS_OPT_FILL_ON_FREE | HS_OPT_FREE_TRACK)) {
-        usable = hs_md_libc_usable_size(ptr);
+        usable = hs_md_backing_usable_size(ptr);
     }
     if (options & HS_OPT_FILL_ON_FREE)
         memset(ptr, hs_md.cfg.fill_free_value, min_size(usable, hs_md.cfg.fill_on_free_bytes));
     hs_md_bt_release(info->bt);
-    if (options & HS_OPT_FREE_TRACK)
-        hs_md_free_queue_push(ptr, orig, usable, capture_free_backtrace());
-    else
+    if (options & HS_OPT_FREE_TRACK) {
+        /* A guarded block stays claimed in the queue; it is freed when it leaves it. */
+        hs_md_free_queue_push(ptr, orig, usable,
+                              g ? hs_md_guarded_capture() : capture_free_backtrace());
+    } else if (g) {
+        struct hs_md_bt *free_bt = hs_md_guarded_capture();
+        hs_md_guarded_release(g, free_bt);
+        hs_md_bt_release(free_bt);
+    } else {
         __libc_free(orig);
+    }
 }
 
 void *hs_md_debug_malloc(size_t size)
@@ -229,11 +314,12 @@ void hs_md_debug_free(void *ptr)
     if (!ptr)
         return;
     struct hs_md_ptr_info info;
-    if (!verify_pointer(ptr, "free", true, &info))
+    struct hs_md_gblock *g;
+    if (!verify_pointer(ptr, "free", true, &info, &g))
         return; /* after a bad pointer free does nothing */
     if (hs_md.header)
         hs_md_guards_check(hs_md_header_of(ptr));
-    release(ptr, &info);
+    release(ptr, &info, g);
 }
 
 void *hs_md_debug_calloc(size_t nmemb, size_t size)
@@ -244,17 +330,21 @@ void *hs_md_debug_calloc(size_t nmemb, size_t size)
     return debug_alloc(total, HS_MD_MIN_ALIGNMENT, true);
 }
 
-/* Moves the block to a new allocation: allocate, copy, free the old one. */
-static void *move_block(void *ptr, size_t size, size_t old_usable)
+/* Moves the block to a new allocation: allocate (sample: drawn for sample_guard), copy,
+ * free the old one. */
+static void *move_block(void *ptr, size_t size, size_t old_usable, bool sample)
 {
-    void *new_ptr = debug_alloc(size, HS_MD_MIN_ALIGNMENT, false);
+    void *new_ptr = debug_alloc_drawn(size, HS_MD_MIN_ALIGNMENT, false, sample);
     if (!new_ptr)
         return NULL;
     memcpy(new_ptr, ptr, min_size(old_usable, size));
+    struct hs_md_gblock *g;
+    if (hs_md_guarded_check(ptr, "realloc", true, &g) == HS_MD_GUARDED_REPORTED)
+        return new_ptr; /* another thread freed it meanwhile (reported) */
     struct hs_md_ptr_info info = {0, NULL};
     if (hs_md.track)
         hs_md_ptr_remove(ptr, &info);
-    release(ptr, &info);
+    release(ptr, &info, g);
     return new_ptr;
 }
 
@@ -266,10 +356,10 @@ static void retrack(void *ptr, size_t size)
     struct hs_md_ptr_info old = {0, NULL};
     hs_md_ptr_remove(ptr, &old);
     hs_md_bt_release(old.bt);
-    track(ptr, size);
+    track(ptr, size, NULL);
 }
 
-static void *header_realloc(void *ptr, size_t size)
+static void *header_realloc(void *ptr, size_t size, bool sample)
 {
     struct hs_md_header *h = hs_md_header_of(ptr);
     hs_md_guards_check(h);
@@ -277,7 +367,8 @@ static void *header_realloc(void *ptr, size_t size)
         retrack(ptr, size);
         return ptr;
     }
-    if (size < h->usable_size) {
+    /* A guarded block moves: its end must touch its guard page again. */
+    if (size < h->usable_size && !hs_md_guarded_owns((uintptr_t)ptr)) {
         /* Shrinking keeps the block; the rear guard moves to the new end. */
         h->size = size;
         if (hs_md.cfg.options & HS_OPT_REAR_GUARD) {
@@ -287,14 +378,17 @@ static void *header_realloc(void *ptr, size_t size)
         retrack(ptr, size);
         return ptr;
     }
-    return move_block(ptr, size, h->usable_size);
+    return move_block(ptr, size, h->usable_size, sample);
 }
 
-static void *plain_realloc(void *ptr, size_t size)
+static void *plain_realloc(void *ptr, size_t size, bool sample)
 {
-    size_t prev_usable = hs_md_libc_usable_size(ptr);
-    if (hs_md.cfg.options & HS_OPT_FREE_TRACK) /* the old block must go to the free queue */
-        return move_block(ptr, size, prev_usable);
+    size_t prev_usable = hs_md_backing_usable_size(ptr);
+    /* free_track: the old block must go to the free queue; guarded memory: the new block
+     * needs a guard page of its own (and a guarded block cannot go to glibc's realloc). */
+    if ((hs_md.cfg.options & HS_OPT_FREE_TRACK) || hs_md.page_guard || sample ||
+        hs_md_guarded_owns((uintptr_t)ptr))
+        return move_block(ptr, size, prev_usable, sample);
     size_t total;
     if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
         return fail_enomem();
@@ -313,7 +407,7 @@ static void *plain_realloc(void *ptr, size_t size)
         if (bytes > prev_usable)
             memset((char *)new_ptr + prev_usable, hs_md.cfg.fill_alloc_value, bytes - prev_usable);
     }
-    track(new_ptr, size);
+    track(new_ptr, size, NULL);
     return new_ptr;
 }
 
@@ -328,11 +422,13 @@ void *hs_md_debug_realloc(void *ptr, size_t size)
     hs_md_serve_requests();
     hs_md_heap_dump_if_requested();
     struct hs_md_ptr_info info;
-    if (!verify_pointer(ptr, "realloc", false, &info))
+    struct hs_md_gblock *g;
+    if (!verify_pointer(ptr, "realloc", false, &info, &g))
         return NULL;
     if (size > SIZE_MAX - hs_md.extra_bytes - HS_MD_MIN_ALIGNMENT)
         return fail_enomem();
-    return hs_md.header ? header_realloc(ptr, size) : plain_realloc(ptr, size);
+    bool sample = sample_drawn();
+    return hs_md.header ? header_realloc(ptr, size, sample) : plain_realloc(ptr, size, sample);
 }
 
 void *hs_md_debug_memalign(size_t alignment, size_t size)
@@ -381,7 +477,8 @@ size_t hs_md_debug_malloc_usable_size(void *ptr)
     if (!ptr)
         return 0;
     struct hs_md_ptr_info info;
-    if (!verify_pointer(ptr, "malloc_usable_size", false, &info))
+    struct hs_md_gblock *g;
+    if (!verify_pointer(ptr, "malloc_usable_size", false, &info, &g))
         return 0;
     return usable_size(ptr);
 }

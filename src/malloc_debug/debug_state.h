@@ -18,6 +18,7 @@ enum hs_md_mode {
     HS_MD_INITIALIZING, /* one thread is reading the options */
     HS_MD_PASSTHROUGH,  /* off: every call goes straight to glibc */
     HS_MD_DEBUG,        /* on: calls go through debug_alloc.c */
+    HS_MD_SAMPLING,     /* sample_guard alone: glibc but for the sampled calls (sampled_alloc.c) */
 };
 
 struct hs_md_state {
@@ -27,6 +28,9 @@ struct hs_md_state {
     bool track;         /* live allocations are in the pointer table */
     int backtrace_on;   /* allocation backtraces are captured now (SIGRTMAX-19 toggles) */
     size_t extra_bytes; /* bytes added to each request: link area + header + guards + expand */
+    size_t guarded_extra_bytes;     /* the same for a guarded block (no glibc chunk after it) */
+    bool page_guard;                /* page_guard is on (its address space is reserved) */
+    bool sample_guard;              /* sample_guard is on (its pool is reserved) */
     uintptr_t self_start, self_end; /* our own code, dropped from the top of backtraces */
     char self_path[PATH_MAX];       /* this library's file, to find the elfutils plug-in */
     /* Set (never cleared) by the first error report: the program's heap may be corrupted

@@ -2,32 +2,43 @@
  *
  * Each one is a single predicted branch when malloc debug is off: the mode is read once and
  * glibc's __libc_* function is tail-called (cost: one load, one compare, one jump on top of
- * glibc). Everything else - first-call initialisation, calls made by the shim's own code,
- * the debug paths - lives in the out-of-line slow path.
+ * glibc). With sample_guard alone (HS_MD_SAMPLING) an allocation adds a thread-local
+ * decrement and a predicted branch (the countdown, sample_guard.h), a free or realloc a range
+ * check of the pointer, before the same tail call. Everything else - first-call
+ * initialisation, calls made by the shim's own code, the debug paths, the sampled calls -
+ * lives in the out-of-line slow paths.
  */
 #include "debug_alloc.h"
 #include "debug_state.h"
 #include "libc_malloc.h"
+#include "guarded.h"
 #include "record_allocs.h"
+#include "sampled_alloc.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <unistd.h>
 
 #define HS_EXPORT __attribute__((visibility("default")))
-#define HS_PASSTHROUGH()                                                                           \
-    __builtin_expect(__atomic_load_n(&hs_md.mode, __ATOMIC_RELAXED) == HS_MD_PASSTHROUGH, 1)
+#define HS_MODE() __atomic_load_n(&hs_md.mode, __ATOMIC_RELAXED)
+#define HS_LIKELY(x) __builtin_expect(!!(x), 1)
+/* sample_guard alone: true while the countdown runs (the call goes to glibc). */
+#define HS_UNSAMPLED(mode) ((mode) == HS_MD_SAMPLING && hs_md_sample_skip())
+/* sample_guard alone: true for a pointer outside the pool (it is glibc's). */
+#define HS_NOT_IN_POOL(mode, ptr)                                                                  \
+    ((mode) == HS_MD_SAMPLING && !hs_md_sample_guard_owns((uintptr_t)(ptr)))
 
-/* Slow path: true when this call must go to glibc (malloc debug off, or the shim's own
- * code calling). Initialises on the first call. */
-static __attribute__((noinline)) int use_libc(void)
+/* Slow path: the mode this call runs in: HS_MD_PASSTHROUGH when it must go to glibc
+ * (malloc debug off, or the shim's own code calling), else HS_MD_DEBUG or HS_MD_SAMPLING.
+ * Initialises on the first call. */
+static __attribute__((noinline)) int slow_mode(void)
 {
     if (hs_md_in_shim)
-        return 1;
+        return HS_MD_PASSTHROUGH;
     int mode = hs_md_mode_now();
     if (mode < HS_MD_PASSTHROUGH)
         mode = hs_md_init();
-    return mode != HS_MD_DEBUG;
+    return mode;
 }
 
 #define RECORDING() __builtin_expect((hs_md.cfg.options & HS_OPT_RECORD_ALLOCS) != 0, 0)
@@ -76,7 +87,10 @@ static __attribute__((noinline)) void *recorded_memalign(void *(*fn)(size_t, siz
 
 static __attribute__((noinline)) void *malloc_slow(size_t size)
 {
-    if (use_libc())
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING)
+        return hs_md_sampled_malloc(size);
+    if (mode != HS_MD_DEBUG)
         return __libc_malloc(size);
     if (RECORDING())
         return recorded_malloc(size);
@@ -85,17 +99,23 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
 
 static __attribute__((noinline)) void free_slow(void *ptr)
 {
-    if (use_libc())
-        __libc_free(ptr);
-    else if (RECORDING())
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING && hs_md_sample_guard_owns((uintptr_t)ptr))
+        hs_md_sampled_free(ptr);
+    else if (mode == HS_MD_DEBUG && RECORDING())
         recorded_free(ptr);
-    else
+    else if (mode == HS_MD_DEBUG)
         hs_md_debug_free(ptr);
+    else if (!hs_md_guarded_owns((uintptr_t)ptr)) /* never hand guarded memory to glibc */
+        __libc_free(ptr);
 }
 
 static __attribute__((noinline)) void *calloc_slow(size_t nmemb, size_t size)
 {
-    if (use_libc())
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING)
+        return hs_md_sampled_calloc(nmemb, size);
+    if (mode != HS_MD_DEBUG)
         return __libc_calloc(nmemb, size);
     if (RECORDING()) {
         uint64_t start = hs_md_record_now_ns();
@@ -108,7 +128,10 @@ static __attribute__((noinline)) void *calloc_slow(size_t nmemb, size_t size)
 
 static __attribute__((noinline)) void *realloc_slow(void *ptr, size_t size)
 {
-    if (use_libc())
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING)
+        return hs_md_sampled_realloc(ptr, size);
+    if (mode != HS_MD_DEBUG)
         return __libc_realloc(ptr, size);
     if (RECORDING())
         return recorded_realloc(ptr, size);
@@ -117,7 +140,10 @@ static __attribute__((noinline)) void *realloc_slow(void *ptr, size_t size)
 
 static __attribute__((noinline)) void *memalign_slow(size_t alignment, size_t size)
 {
-    if (use_libc())
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING)
+        return hs_md_sampled_memalign(alignment, size);
+    if (mode != HS_MD_DEBUG)
         return __libc_memalign(alignment, size);
     if (RECORDING())
         return recorded_memalign(hs_md_debug_memalign, alignment, size);
@@ -127,7 +153,10 @@ static __attribute__((noinline)) void *memalign_slow(size_t alignment, size_t si
 static __attribute__((noinline)) int posix_memalign_slow(void **memptr, size_t alignment,
                                                          size_t size)
 {
-    if (use_libc())
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING)
+        return hs_md_sampled_posix_memalign(memptr, alignment, size);
+    if (mode != HS_MD_DEBUG)
         return hs_libc_posix_memalign(memptr, alignment, size);
     if (RECORDING()) {
         uint64_t start = hs_md_record_now_ns();
@@ -141,8 +170,11 @@ static __attribute__((noinline)) int posix_memalign_slow(void **memptr, size_t a
 
 static __attribute__((noinline)) void *aligned_alloc_slow(size_t alignment, size_t size)
 {
-    if (use_libc())
-        return __libc_memalign(alignment, size); /* glibc 2.36's aligned_alloc is memalign */
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING) /* glibc 2.36's aligned_alloc is memalign */
+        return hs_md_sampled_memalign(alignment, size);
+    if (mode != HS_MD_DEBUG)
+        return __libc_memalign(alignment, size);
     if (RECORDING() && alignment != 0 && (alignment & (alignment - 1)) == 0)
         return recorded_memalign(hs_md_debug_aligned_alloc, alignment, size);
     return hs_md_debug_aligned_alloc(alignment, size);
@@ -150,7 +182,10 @@ static __attribute__((noinline)) void *aligned_alloc_slow(size_t alignment, size
 
 static __attribute__((noinline)) void *valloc_slow(size_t size)
 {
-    if (use_libc())
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING)
+        return hs_md_sampled_valloc(size);
+    if (mode != HS_MD_DEBUG)
         return __libc_valloc(size);
     if (RECORDING())
         return recorded_memalign(hs_md_debug_memalign, (size_t)getpagesize(), size);
@@ -159,7 +194,10 @@ static __attribute__((noinline)) void *valloc_slow(size_t size)
 
 static __attribute__((noinline)) void *pvalloc_slow(size_t size)
 {
-    if (use_libc())
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING)
+        return hs_md_sampled_pvalloc(size);
+    if (mode != HS_MD_DEBUG)
         return __libc_pvalloc(size);
     if (RECORDING()) {
         size_t page = (size_t)getpagesize();
@@ -172,16 +210,21 @@ static __attribute__((noinline)) void *pvalloc_slow(size_t size)
 
 static __attribute__((noinline)) size_t malloc_usable_size_slow(void *ptr)
 {
-    if (use_libc())
+    int mode = slow_mode();
+    if (mode == HS_MD_SAMPLING && hs_md_sample_guard_owns((uintptr_t)ptr))
+        return hs_md_sampled_usable_size(ptr);
+    if (mode != HS_MD_DEBUG)
         return ptr ? hs_md_libc_usable_size(ptr) : 0;
     return hs_md_debug_malloc_usable_size(ptr);
 }
 
-/* The exported functions: one load, one compare, one tail jump. */
+/* The exported functions: one load, one compare, one tail jump when off; with sample_guard
+ * alone a countdown or a range check more. */
 
 HS_EXPORT void *malloc(size_t size)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || HS_UNSAMPLED(mode))
         return __libc_malloc(size);
     return malloc_slow(size);
 }
@@ -190,7 +233,8 @@ extern __typeof(malloc) hs_md_self_malloc __attribute__((alias("malloc")));
 
 HS_EXPORT void free(void *ptr)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || HS_NOT_IN_POOL(mode, ptr))
         __libc_free(ptr);
     else
         free_slow(ptr);
@@ -198,14 +242,16 @@ HS_EXPORT void free(void *ptr)
 
 HS_EXPORT void *calloc(size_t nmemb, size_t size)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || HS_UNSAMPLED(mode))
         return __libc_calloc(nmemb, size);
     return calloc_slow(nmemb, size);
 }
 
 HS_EXPORT void *realloc(void *ptr, size_t size)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || (HS_NOT_IN_POOL(mode, ptr) && hs_md_sample_skip()))
         return __libc_realloc(ptr, size);
     return realloc_slow(ptr, size);
 }
@@ -222,42 +268,48 @@ HS_EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size)
 
 HS_EXPORT void *memalign(size_t alignment, size_t size)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || HS_UNSAMPLED(mode))
         return __libc_memalign(alignment, size);
     return memalign_slow(alignment, size);
 }
 
 HS_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || HS_UNSAMPLED(mode))
         return hs_libc_posix_memalign(memptr, alignment, size);
     return posix_memalign_slow(memptr, alignment, size);
 }
 
 HS_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || HS_UNSAMPLED(mode))
         return __libc_memalign(alignment, size);
     return aligned_alloc_slow(alignment, size);
 }
 
 HS_EXPORT void *valloc(size_t size)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || HS_UNSAMPLED(mode))
         return __libc_valloc(size);
     return valloc_slow(size);
 }
 
 HS_EXPORT void *pvalloc(size_t size)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || HS_UNSAMPLED(mode))
         return __libc_pvalloc(size);
     return pvalloc_slow(size);
 }
 
 HS_EXPORT size_t malloc_usable_size(void *ptr)
 {
-    if (HS_PASSTHROUGH())
+    int mode = HS_MODE();
+    if (HS_LIKELY(mode == HS_MD_PASSTHROUGH) || HS_NOT_IN_POOL(mode, ptr))
         return ptr ? hs_md_libc_usable_size(ptr) : 0;
     return malloc_usable_size_slow(ptr);
 }

@@ -10,6 +10,7 @@
 #include "backtrace.h"
 #include "byte_check.h"
 #include "debug_state.h"
+#include "guarded.h"
 #include "header.h"
 #include "libc_malloc.h"
 #include "log.h"
@@ -106,7 +107,7 @@ void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt
     hs_spin_lock(&q->lock);
     if (q->capacity == 0) {
         hs_spin_unlock(&q->lock);
-        __libc_free(orig);
+        hs_md_backing_free(orig, free_bt);
         hs_md_bt_release(free_bt);
         return;
     }
@@ -122,7 +123,7 @@ void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt
 
     if (evict) {
         verify(&evicted);
-        __libc_free(evicted.orig);
+        hs_md_backing_free(evicted.orig, evicted.bt);
         hs_md_bt_release(evicted.bt);
     }
 }

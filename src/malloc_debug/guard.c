@@ -10,18 +10,23 @@ static bool bytes_all_equal(const uint8_t *p, size_t n, uint8_t v)
     return hs_md_first_mismatch(p, n, v) == n;
 }
 
-static void report_corrupted(const struct hs_md_header *h, const char *which, const uint8_t *guard,
-                             size_t n, uint8_t expected)
+void hs_md_report_corrupted_guard(const uint8_t *user, size_t size, const char *which,
+                                  const uint8_t *guard, size_t n, uint8_t expected)
 {
-    const uint8_t *user = hs_md_user_of(h);
     hs_md_report_begin();
-    hs_log("+++ ALLOCATION %p SIZE %zu HAS A CORRUPTED %s GUARD", (void *)user, h->size, which);
+    hs_log("+++ ALLOCATION %p SIZE %zu HAS A CORRUPTED %s GUARD", (void *)user, size, which);
     for (size_t i = 0; i < n; i++) {
         if (guard[i] != expected)
             hs_log("  allocation[%ld] = 0x%02x (expected 0x%02x)", (long)(guard + i - user),
                    guard[i], expected);
     }
     hs_md_report_end_with_backtrace();
+}
+
+static void report_corrupted(const struct hs_md_header *h, const char *which, const uint8_t *guard,
+                             size_t n, uint8_t expected)
+{
+    hs_md_report_corrupted_guard(hs_md_user_of(h), h->size, which, guard, n, expected);
 }
 
 bool hs_md_guards_check(const struct hs_md_header *h)

@@ -11,6 +11,12 @@
 
 #include <stdbool.h>
 
+/* The report of a corrupted guard of the block at user (size bytes): the guard's n bytes at
+ * `guard`, each changed one listed with its index from user; then the failure backtrace.
+ * Also used for the slack of page_guard and sample_guard blocks (guard_report.h). */
+void hs_md_report_corrupted_guard(const uint8_t *user, size_t size, const char *which,
+                                  const uint8_t *guard, size_t n, uint8_t expected);
+
 /* Checks whichever guards are on; reports each corrupted one. Returns true when intact. */
 bool hs_md_guards_check(const struct hs_md_header *h);
 

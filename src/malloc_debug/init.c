@@ -9,6 +9,7 @@
 #include "debug_state.h"
 #include "embedding.h"
 #include "free_queue.h"
+#include "guarded.h"
 #include "header.h"
 #include "heap_dump.h"
 #include "requests.h"
@@ -117,8 +118,8 @@ static int configure(void)
     if (!hs_md_config_parse(&hs_md.cfg, options))
         return HS_MD_PASSTHROUGH;
     const struct hs_md_config *cfg = &hs_md.cfg;
-    if (cfg->options == 0)
-        return HS_MD_PASSTHROUGH;
+    if ((cfg->options & ~(uint32_t)HS_OPT_SAMPLE_GUARD_RECOVER) == 0)
+        return HS_MD_PASSTHROUGH; /* nothing on (sample_guard_recover alone only tunes) */
 
     hs_md.header = (cfg->options & HS_OPT_HEADER_OPTIONS) != 0;
     hs_md.track = (cfg->options & HS_OPT_TRACK_OPTIONS) != 0;
@@ -128,6 +129,7 @@ static int configure(void)
     hs_md.extra_bytes = (cfg->options & HS_OPT_EXPAND_ALLOC) ? cfg->expand_alloc_bytes : 0;
     if (hs_md.header)
         hs_md.extra_bytes += hs_md_user_offset() + cfg->rear_guard_bytes;
+    hs_md.guarded_extra_bytes = hs_md.extra_bytes;
     /* glibc's pointer to the chunk after a block (the top of the heap, a free chunk) points
      * at that chunk's header, which overlaps the last 8 bytes of the block's usable space.
      * With the tables scanned conservatively (the unreachable-memory detector), that pointer
@@ -139,6 +141,8 @@ static int configure(void)
      * here rather than inside a report keeps reports free of surprises. */
     uintptr_t frame;
     hs_backtrace_capture(&frame, 1, 0);
+
+    hs_md_guarded_init(cfg);
 
     if (cfg->options & HS_OPT_VERBOSE)
         hs_log("%s: malloc debug enabled", hs_log_program_name());
@@ -159,6 +163,13 @@ static int configure(void)
          * the table finish before the other locks are taken. */
         pthread_atfork(hs_md_record_lock, hs_md_record_unlock, hs_md_record_unlock);
     }
+    /* sample_guard alone (what production runs): glibc straight from the entry points but
+     * for the drawn calls, with glibc's semantics. Any other option (or a pool that could not
+     * be reserved) is the debug mode, with Android's. */
+    const uint32_t sampling_only =
+        HS_OPT_SAMPLE_GUARD | HS_OPT_SAMPLE_GUARD_RECOVER | HS_OPT_VERBOSE | HS_OPT_ABORT_ON_ERROR;
+    if (hs_md.sample_guard && (cfg->options & ~sampling_only) == 0)
+        return HS_MD_SAMPLING;
     return HS_MD_DEBUG;
 }
 

@@ -10,6 +10,7 @@
 #include "backtrace_table.h"
 #include "debug_state.h"
 #include "free_queue.h"
+#include "guarded.h"
 #include "header.h"
 #include "pointer_table.h"
 
@@ -30,17 +31,20 @@ static int self_tid(void)
     return (int)syscall(SYS_gettid);
 }
 
-/* Lock order, everywhere: free queue, pointer table shards, backtrace table, arena. */
+/* Lock order, everywhere: free queue, pointer table shards, backtrace table, arena, then the
+ * guarded pools' locks (taken alone everywhere else). */
 void hs_md_lock_everything(void)
 {
     hs_md_free_queue_lock();
     hs_md_ptr_lock_all();
     hs_md_bt_lock();
     hs_arena_lock_all(&hs_md_arena);
+    hs_md_guarded_lock();
 }
 
 void hs_md_unlock_everything(void)
 {
+    hs_md_guarded_unlock();
     hs_arena_unlock_all(&hs_md_arena);
     hs_md_bt_unlock();
     hs_md_ptr_unlock_all();

@@ -59,6 +59,7 @@ enum hs_md_value_kind {
     HS_MD_VALUE_OPTIONAL, /* a number; no value means the row's default */
     HS_MD_VALUE_REQUIRED, /* a number that must be given */
     HS_MD_VALUE_STRING,   /* a path; no value means the row's default string */
+    HS_MD_VALUE_WORD,     /* one of the row's words, stored as its index; no value: `def` */
 };
 
 /* One option. `field` is the offset of the size_t (numbers) or char[PATH_MAX] (strings)
@@ -72,7 +73,8 @@ struct hs_md_option {
     size_t min, max; /* accepted range, inclusive (OPTIONAL, REQUIRED) */
     size_t field;
     void (*set)(struct hs_md_config *cfg, size_t value);
-    const char *def_str; /* value when the string is empty (STRING) */
+    const char *def_str;      /* value when the string is empty (STRING) */
+    const char *const *words; /* the accepted words, NULL-terminated (WORD) */
 };
 
 static size_t hs_md_round_guard(size_t n)
@@ -124,27 +126,43 @@ static void hs_md_set_free_track(struct hs_md_config *cfg, size_t n)
     cfg->free_track_backtrace_num_frames = HS_MD_DEFAULT_BACKTRACE_FRAMES;
 }
 
+/* sample_guard without a value (the row's default, 0) is the default rate, kept within a cost
+ * budget (sample_budget.h); a value given is used as it is. */
+static void hs_md_set_sample_guard(struct hs_md_config *cfg, size_t n)
+{
+    cfg->sample_guard_adaptive = n == 0;
+    cfg->sample_guard_rate = n != 0 ? n : HS_MD_DEFAULT_SAMPLE_GUARD_RATE;
+}
+
 #define HS_MD_FIELD(f) offsetof(struct hs_md_config, f)
 
 #define HS_MD_FLAG(name, alias, bits)                                                              \
     {                                                                                              \
-        name, alias, HS_MD_VALUE_NONE, bits, 0, 0, 0, 0, NULL, NULL                                \
+        name, alias, HS_MD_VALUE_NONE, bits, 0, 0, 0, 0, NULL, NULL, NULL                          \
     }
 #define HS_MD_NUMBER(name, alias, kind, bits, def, min, max, f)                                    \
     {                                                                                              \
-        name, alias, kind, bits, def, min, max, HS_MD_FIELD(f), NULL, NULL                         \
+        name, alias, kind, bits, def, min, max, HS_MD_FIELD(f), NULL, NULL, NULL                   \
     }
 #define HS_MD_NUMBER_SET(name, alias, kind, bits, def, min, max, setter)                           \
     {                                                                                              \
-        name, alias, kind, bits, def, min, max, 0, setter, NULL                                    \
+        name, alias, kind, bits, def, min, max, 0, setter, NULL, NULL                              \
     }
 #define HS_MD_STRING(name, alias, f, def_str)                                                      \
     {                                                                                              \
-        name, alias, HS_MD_VALUE_STRING, 0, 0, 0, 0, HS_MD_FIELD(f), NULL, def_str                 \
+        name, alias, HS_MD_VALUE_STRING, 0, 0, 0, 0, HS_MD_FIELD(f), NULL, def_str, NULL           \
+    }
+#define HS_MD_WORD(name, bits, words, def, f)                                                      \
+    {                                                                                              \
+        name, NULL, HS_MD_VALUE_WORD, bits, def, 0, 0, HS_MD_FIELD(f), NULL, NULL, words           \
     }
 
 #define OPT HS_MD_VALUE_OPTIONAL
 #define REQ HS_MD_VALUE_REQUIRED
+
+/* The words of the side options, in enum hs_md_guard_side order. */
+static const char *const hs_md_page_guard_sides[] = {"rear", "front", NULL};
+static const char *const hs_md_sample_guard_sides[] = {"rear", "front", "random", NULL};
 
 static const struct hs_md_option hs_md_options[] = {
     HS_MD_NUMBER_SET("front_guard", NULL, OPT, HS_OPT_FRONT_GUARD, HS_MD_DEFAULT_GUARD_BYTES, 1,
@@ -198,6 +216,19 @@ static const struct hs_md_option hs_md_options[] = {
     HS_MD_FLAG("check_unreachable_on_signal", NULL, HS_OPT_CHECK_UNREACHABLE_ON_SIGNAL),
     HS_MD_FLAG("log_allocator_stats_on_signal", NULL, HS_OPT_LOG_ALLOCATOR_STATS_ON_SIGNAL),
     HS_MD_FLAG("log_allocator_stats_on_exit", NULL, HS_OPT_LOG_ALLOCATOR_STATS_ON_EXIT),
+
+    /* heapscope's own: guarded memory, caught at the faulting access (docs/malloc_debug.md). */
+    HS_MD_WORD("page_guard", HS_OPT_PAGE_GUARD, hs_md_page_guard_sides, HS_MD_SIDE_REAR,
+               page_guard_side),
+    HS_MD_NUMBER("page_guard_quarantine", NULL, OPT, 0, HS_MD_DEFAULT_PAGE_GUARD_QUARANTINE_MIB, 0,
+                 HS_MD_MAX_PAGE_GUARD_QUARANTINE_MIB, page_guard_quarantine_mib),
+    HS_MD_NUMBER_SET("sample_guard", NULL, OPT, HS_OPT_SAMPLE_GUARD, 0, 1,
+                     HS_MD_MAX_SAMPLE_GUARD_RATE, hs_md_set_sample_guard),
+    HS_MD_NUMBER("sample_guard_slots", NULL, OPT, 0, HS_MD_DEFAULT_SAMPLE_GUARD_SLOTS, 1,
+                 HS_MD_MAX_SAMPLE_GUARD_SLOTS, sample_guard_slots),
+    HS_MD_WORD("sample_guard_side", 0, hs_md_sample_guard_sides, HS_MD_SIDE_RANDOM,
+               sample_guard_side),
+    HS_MD_FLAG("sample_guard_recover", NULL, HS_OPT_SAMPLE_GUARD_RECOVER),
 };
 
 #undef OPT
@@ -365,6 +396,27 @@ static bool hs_md_set_string(struct hs_md_config *cfg, const struct hs_md_option
     return true;
 }
 
+/* Stores the index of the row's word that value spells; no value stores the row's default.
+ * Any other word is a bad value (Android's message for a value that is not a number). */
+static bool hs_md_set_word(struct hs_md_config *cfg, const struct hs_md_option *o,
+                           struct hs_md_token name, struct hs_md_token value)
+{
+    size_t *dst = (size_t *)((char *)cfg + o->field);
+    if (value.len == 0) {
+        *dst = o->def;
+        return true;
+    }
+    for (size_t i = 0; o->words[i] != NULL; i++) {
+        if (hs_md_token_is(value, o->words[i])) {
+            *dst = i;
+            return true;
+        }
+    }
+    hs_md_error("%s: bad value for option '%.*s'", hs_log_program_name(), hs_md_print_len(name),
+                name.p);
+    return false;
+}
+
 /* Applies one option found in the table. Logs and returns false on a bad value; the
  * option's bits are set only when it is accepted. */
 static bool hs_md_apply(struct hs_md_config *cfg, const struct hs_md_option *o,
@@ -380,6 +432,10 @@ static bool hs_md_apply(struct hs_md_config *cfg, const struct hs_md_option *o,
         break;
     case HS_MD_VALUE_STRING:
         if (!hs_md_set_string(cfg, o, name, value))
+            return false;
+        break;
+    case HS_MD_VALUE_WORD:
+        if (!hs_md_set_word(cfg, o, name, value))
             return false;
         break;
     case HS_MD_VALUE_OPTIONAL:
@@ -401,7 +457,8 @@ static bool hs_md_apply(struct hs_md_config *cfg, const struct hs_md_option *o,
 
 /* The state before any option: everything off, the fixed fill/guard byte values and the
  * default paths. free_track_backtrace_num_frames starts at its default of 16 (free_track
- * sets it to 16 again when parsed). */
+ * sets it to 16 again when parsed); the options that only tune another one
+ * (page_guard_quarantine, sample_guard_slots, sample_guard_side) start at their defaults. */
 static void hs_md_config_reset(struct hs_md_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -409,6 +466,9 @@ static void hs_md_config_reset(struct hs_md_config *cfg)
     cfg->backtrace_max_size = SIZE_MAX;
     cfg->free_track_backtrace_num_frames = HS_MD_DEFAULT_BACKTRACE_FRAMES;
     cfg->leak_track_list_max = HS_MD_DEFAULT_LEAK_TRACK_LIST_MAX;
+    cfg->page_guard_quarantine_mib = HS_MD_DEFAULT_PAGE_GUARD_QUARANTINE_MIB;
+    cfg->sample_guard_slots = HS_MD_DEFAULT_SAMPLE_GUARD_SLOTS;
+    cfg->sample_guard_side = HS_MD_SIDE_RANDOM;
     memcpy(cfg->backtrace_dump_prefix, HS_MD_DEFAULT_BACKTRACE_DUMP_PREFIX,
            sizeof(HS_MD_DEFAULT_BACKTRACE_DUMP_PREFIX));
     memcpy(cfg->record_allocs_file, HS_MD_DEFAULT_RECORD_ALLOCS_FILE,

@@ -34,6 +34,20 @@ enum {
     HS_OPT_CHECK_UNREACHABLE_ON_SIGNAL = 1u << 16,
     HS_OPT_LOG_ALLOCATOR_STATS_ON_SIGNAL = 1u << 17,
     HS_OPT_LOG_ALLOCATOR_STATS_ON_EXIT = 1u << 18,
+    /* heapscope's own: guarded memory (page_guard.c, sample_guard.c, guard_fault.c). */
+    HS_OPT_PAGE_GUARD = 1u << 19,
+    HS_OPT_SAMPLE_GUARD = 1u << 20,
+    HS_OPT_SAMPLE_GUARD_RECOVER = 1u << 21,
+};
+
+/* Where a guarded block sits in its pages: its end touches the PROT_NONE page after it
+ * (rear), its start follows the PROT_NONE page before it (front), or either at random per
+ * allocation (sample_guard only, as GWP-ASan does). The values are the indexes of the words
+ * of page_guard=rear|front and sample_guard_side=rear|front|random. */
+enum hs_md_guard_side {
+    HS_MD_SIDE_REAR = 0,
+    HS_MD_SIDE_FRONT = 1,
+    HS_MD_SIDE_RANDOM = 2,
 };
 
 /* Options that need the per-allocation header (guards). */
@@ -45,6 +59,14 @@ enum {
 
 #define HS_MD_DEFAULT_BACKTRACE_DUMP_PREFIX "/tmp/backtrace_heap"
 #define HS_MD_DEFAULT_RECORD_ALLOCS_FILE "/tmp/record_allocs.txt"
+
+/* Defaults of heapscope's guarded-memory options (docs/malloc_debug.md). */
+#define HS_MD_DEFAULT_PAGE_GUARD_QUARANTINE_MIB 256
+#define HS_MD_MAX_PAGE_GUARD_QUARANTINE_MIB 1048576
+#define HS_MD_DEFAULT_SAMPLE_GUARD_RATE 5000
+#define HS_MD_MAX_SAMPLE_GUARD_RATE 1000000000
+#define HS_MD_DEFAULT_SAMPLE_GUARD_SLOTS 64
+#define HS_MD_MAX_SAMPLE_GUARD_SLOTS 4096
 
 struct hs_md_config {
     uint32_t options; /* HS_OPT_* bits */
@@ -70,6 +92,13 @@ struct hs_md_config {
 
     size_t record_allocs_num_entries;
     char record_allocs_file[PATH_MAX];
+
+    size_t page_guard_side;           /* enum hs_md_guard_side: REAR or FRONT */
+    size_t page_guard_quarantine_mib; /* freed blocks' pages kept PROT_NONE, MiB */
+    size_t sample_guard_rate;         /* about one allocation in N goes to a guarded slot */
+    bool sample_guard_adaptive;       /* sample_guard without a value: rate kept under budget */
+    size_t sample_guard_slots;        /* guarded slots reserved at start */
+    size_t sample_guard_side;         /* enum hs_md_guard_side */
 
     uint8_t front_guard_value; /* 0xaa */
     uint8_t rear_guard_value;  /* 0xbb */

@@ -22,11 +22,16 @@ void hs_md_report_begin(void)
     hs_log(HS_MD_LOG_DIVIDER);
 }
 
-void hs_md_report_end(void)
+void hs_md_report_close(void)
 {
     hs_log(HS_MD_LOG_DIVIDER);
     hs_log_end();
     hs_md_in_shim--;
+}
+
+void hs_md_report_end(void)
+{
+    hs_md_report_close();
     if (hs_md.cfg.options & HS_OPT_ABORT_ON_ERROR)
         abort();
 }

@@ -17,6 +17,9 @@ void hs_md_report_begin(void);
 /* Logs the closing divider and releases the lock; aborts with abort_on_error. */
 void hs_md_report_end(void);
 
+/* The same without the abort (the fault handler decides what follows its report). */
+void hs_md_report_close(void);
+
 /* Logs "Backtrace at time of failure:" and the caller's frames (the shim's own frames are
  * left out), then ends the report as hs_md_report_end. */
 void hs_md_report_end_with_backtrace(void);

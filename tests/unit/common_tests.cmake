@@ -48,3 +48,10 @@ add_executable(test_arena ${HS_COMMON_TESTS_DIR}/test_arena.c)
 target_include_directories(test_arena PRIVATE ${HS_COMMON_TESTS_DIR})
 target_link_libraries(test_arena PRIVATE hs_common)
 add_test(NAME unit.arena COMMAND test_arena)
+
+# A fault's access kind and stack from its signal context (fault_context.c).
+add_executable(test_fault_context ${HS_COMMON_TESTS_DIR}/test_fault_context.c)
+target_include_directories(test_fault_context PRIVATE ${HS_COMMON_TESTS_DIR})
+target_compile_options(test_fault_context PRIVATE -O0 -fno-omit-frame-pointer)
+target_link_libraries(test_fault_context PRIVATE hs_common)
+add_test(NAME unit.fault_context COMMAND test_fault_context)

@@ -26,6 +26,7 @@
     "/malloc_debug.md"
 
 #define ALL_BITS ((uint32_t)((1u << 19) - 1))
+#define GUARD_BITS (HS_OPT_PAGE_GUARD | HS_OPT_SAMPLE_GUARD | HS_OPT_SAMPLE_GUARD_RECOVER)
 
 /* ---- log capture ---- */
 
@@ -157,6 +158,12 @@ static void check_defaults(const struct hs_md_config *cfg)
     CHECK_EQ(cfg->rear_guard_value, 0xbb);
     CHECK_EQ(cfg->fill_alloc_value, 0xeb);
     CHECK_EQ(cfg->fill_free_value, 0xef);
+    CHECK_EQ(cfg->page_guard_side, HS_MD_SIDE_REAR);
+    CHECK_EQ(cfg->page_guard_quarantine_mib, 256);
+    CHECK_EQ(cfg->sample_guard_rate, 0);
+    CHECK(!cfg->sample_guard_adaptive);
+    CHECK_EQ(cfg->sample_guard_slots, 64);
+    CHECK_EQ(cfg->sample_guard_side, HS_MD_SIDE_RANDOM);
 }
 
 /* ---- defaults, empty strings, reset ---- */
@@ -208,6 +215,7 @@ static const struct flag_case flag_cases[] = {
     {"check_unreachable_on_signal", HS_OPT_CHECK_UNREACHABLE_ON_SIGNAL},
     {"log_allocator_stats_on_signal", HS_OPT_LOG_ALLOCATOR_STATS_ON_SIGNAL},
     {"log_allocator_stats_on_exit", HS_OPT_LOG_ALLOCATOR_STATS_ON_EXIT},
+    {"sample_guard_recover", HS_OPT_SAMPLE_GUARD_RECOVER},
 };
 
 static void test_flags(void)
@@ -259,6 +267,9 @@ GETTER(leak_track_list_max)
 GETTER(free_track_allocations)
 GETTER(free_track_backtrace_num_frames)
 GETTER(record_allocs_num_entries)
+GETTER(page_guard_quarantine_mib)
+GETTER(sample_guard_rate)
+GETTER(sample_guard_slots)
 
 struct num_case {
     const char *name;
@@ -305,6 +316,11 @@ static const struct num_case num_cases[] = {
      get_record_allocs_num_entries, false, NULL, false},
     {"leak_track", NULL, HS_OPT_LEAK_TRACK, false, 1000, 1, SIZE_MAX, get_leak_track_list_max,
      false, NULL, false},
+    {"page_guard_quarantine", NULL, 0, false, 256, 0, 1048576, get_page_guard_quarantine_mib, false,
+     NULL, false},
+    {"sample_guard", NULL, HS_OPT_SAMPLE_GUARD, false, 5000, 1, 1000000000, get_sample_guard_rate,
+     false, NULL, false},
+    {"sample_guard_slots", NULL, 0, false, 64, 1, 4096, get_sample_guard_slots, false, NULL, false},
 };
 
 /* Parses "<name>=<value>" (value NULL: just "<name>") and checks the stored value. */
@@ -459,6 +475,61 @@ static void test_guards(void)
     if (PARSE_OK(&cfg, "guard")) {
         CHECK_EQ(cfg.front_guard_bytes, 32);
         CHECK_EQ(cfg.rear_guard_bytes, 32);
+    }
+}
+
+/* page_guard[=rear|front] and sample_guard_side=rear|front|random: words, not numbers. */
+static void test_guard_sides(void)
+{
+    struct hs_md_config cfg;
+    static const char *const forms[] = {"page_guard", "page_guard=", " page_guard = "};
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        if (PARSE_OK(&cfg, forms[i])) {
+            CHECK_EQ(cfg.options, HS_OPT_PAGE_GUARD);
+            CHECK_EQ(cfg.page_guard_side, HS_MD_SIDE_REAR);
+        }
+    }
+    if (PARSE_OK(&cfg, "page_guard=rear"))
+        CHECK_EQ(cfg.page_guard_side, HS_MD_SIDE_REAR);
+    if (PARSE_OK(&cfg, "page_guard = front")) {
+        CHECK_EQ(cfg.page_guard_side, HS_MD_SIDE_FRONT);
+        CHECK_EQ(cfg.options, HS_OPT_PAGE_GUARD);
+    }
+    EXPECT_ERROR("page_guard=random", "bad value for option 'page_guard'");
+    EXPECT_ERROR("page_guard=1", "bad value for option 'page_guard'");
+    EXPECT_ERROR("page_guard=fronts", "bad value for option 'page_guard'");
+    EXPECT_ERROR("page_guard=Front", "bad value for option 'page_guard'");
+
+    if (PARSE_OK(&cfg, "sample_guard_side")) {
+        CHECK_EQ(cfg.sample_guard_side, HS_MD_SIDE_RANDOM);
+        CHECK_EQ(cfg.options, 0); /* it only tunes sample_guard */
+    }
+    if (PARSE_OK(&cfg, "sample_guard_side=rear"))
+        CHECK_EQ(cfg.sample_guard_side, HS_MD_SIDE_REAR);
+    if (PARSE_OK(&cfg, "sample_guard_side=front"))
+        CHECK_EQ(cfg.sample_guard_side, HS_MD_SIDE_FRONT);
+    if (PARSE_OK(&cfg, "sample_guard_side=random"))
+        CHECK_EQ(cfg.sample_guard_side, HS_MD_SIDE_RANDOM);
+    EXPECT_ERROR("sample_guard_side=left", "bad value for option 'sample_guard_side'");
+
+    /* sample_guard alone: the default rate, kept within its budget; a rate given: exact. */
+    if (PARSE_OK(&cfg, "sample_guard")) {
+        CHECK_EQ(cfg.sample_guard_rate, 5000);
+        CHECK(cfg.sample_guard_adaptive);
+    }
+    if (PARSE_OK(&cfg, "sample_guard=5000")) {
+        CHECK_EQ(cfg.sample_guard_rate, 5000);
+        CHECK(!cfg.sample_guard_adaptive);
+    }
+
+    if (PARSE_OK(&cfg, "sample_guard=1 sample_guard_slots=8 sample_guard_side=front "
+                       "sample_guard_recover page_guard=front page_guard_quarantine=0")) {
+        CHECK_EQ(cfg.options, GUARD_BITS);
+        CHECK_EQ(cfg.sample_guard_rate, 1);
+        CHECK_EQ(cfg.sample_guard_slots, 8);
+        CHECK_EQ(cfg.sample_guard_side, HS_MD_SIDE_FRONT);
+        CHECK_EQ(cfg.page_guard_side, HS_MD_SIDE_FRONT);
+        CHECK_EQ(cfg.page_guard_quarantine_mib, 0);
     }
 }
 
@@ -873,6 +944,7 @@ int main(void)
     test_flags();
     test_numeric_options();
     test_guards();
+    test_guard_sides();
     test_free_track_order();
     test_backtrace();
     test_fill();
