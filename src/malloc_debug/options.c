@@ -521,6 +521,7 @@ bool hs_md_option_describe(size_t i, struct hs_md_option_doc *doc)
         [HS_MD_VALUE_OPTIONAL] = "optional",
         [HS_MD_VALUE_REQUIRED] = "required",
         [HS_MD_VALUE_STRING] = "string",
+        [HS_MD_VALUE_WORD] = "word",
     };
     if (i >= sizeof(hs_md_options) / sizeof(hs_md_options[0]))
         return false;
@@ -532,5 +533,10 @@ bool hs_md_option_describe(size_t i, struct hs_md_option_doc *doc)
     doc->min = o->min;
     doc->max = o->max;
     doc->def_str = o->def_str;
+    doc->words = NULL;
+    if (o->kind == HS_MD_VALUE_WORD) {
+        doc->words = o->words;
+        doc->def_str = o->words[o->def];
+    }
     return true;
 }

@@ -120,10 +120,11 @@ void hs_md_config_log_usage(void);
 struct hs_md_option_doc {
     const char *name;
     const char *alias;   /* NULL when there is none */
-    const char *value;   /* "none", "optional", "required" (numbers) or "string" */
+    const char *value;   /* "none", "optional", "required" (numbers), "string" or "word" */
     size_t def;          /* the number an empty value means ("optional") */
     size_t min, max;     /* accepted numbers, inclusive ("optional", "required") */
-    const char *def_str; /* the string an empty value means ("string") */
+    const char *def_str; /* the string an empty value means ("string", "word") */
+    const char *const *words; /* the accepted words, NULL-terminated ("word"), else NULL */
 };
 
 /* Describes row i of the table into *doc; false when there is no row i. */

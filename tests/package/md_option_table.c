@@ -2,7 +2,8 @@
  * keep the man page and the shell completion in step with the parser.
  *
  * Columns, tab-separated: name, alias ("-" when none), value kind (none, optional, required,
- * string), default, min, max (numbers; SIZE_MAX spelled so), default string ("-" when none).
+ * string, word), default, min, max (numbers; SIZE_MAX spelled so), default string or word
+ * ("-" when none), the accepted words joined by '|' ("-" when not a word option).
  */
 #include "options.h"
 
@@ -25,7 +26,12 @@ int main(void)
         print_number(doc.def);
         print_number(doc.min);
         print_number(doc.max);
-        printf("\t%s\n", doc.def_str ? doc.def_str : "-");
+        printf("\t%s\t", doc.def_str ? doc.def_str : "-");
+        if (!doc.words)
+            putchar('-');
+        for (size_t w = 0; doc.words && doc.words[w]; w++)
+            printf("%s%s", w ? "|" : "", doc.words[w]);
+        putchar('\n');
     }
     return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -80,6 +80,7 @@ class MdOption:
         self.name, self.alias, self.value = f[0], None if f[1] == "-" else f[1], f[2]
         self.default, self.min, self.max = f[3], f[4], f[5]
         self.default_string = None if f[6] == "-" else f[6]
+        self.words = None if f[7] == "-" else f[7].split("|")
 
     def spellings(self):
         return [self.name] + ([self.alias] if self.alias else [])

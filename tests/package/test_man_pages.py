@@ -138,6 +138,8 @@ class MallocDebugPage(unittest.TestCase):
         cls.page = page("heapscope-malloc-debug.7")
 
     def expected_tag(self, o):
+        if o.value == "word":
+            return o.name + "[=" + "|".join(o.words) + "]"
         value = {"none": "", "optional": "[=N]", "required": "=N", "string": "[=PATH]"}[o.value]
         return ", ".join(s + value for s in o.spellings())
 
@@ -147,6 +149,8 @@ class MallocDebugPage(unittest.TestCase):
             return "takes no value."
         if o.value == "string":
             return "default %s." % o.default_string
+        if o.value == "word":
+            return "one of %s; default %s." % (", ".join(o.words), o.default_string)
         if o.value == "required":
             return "n from %s to %s, no default (the value is required)." % (o.min, o.max)
         return "n from %s to %s, default %s" % (o.min, o.max, o.default)
