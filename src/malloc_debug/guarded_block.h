@@ -81,6 +81,20 @@ static inline uintptr_t hs_md_gblock_place(uintptr_t lo, uintptr_t hi, size_t si
     return b;
 }
 
+/* Makes g describe a new block of `size` bytes at b whose data bytes are [data, data_end),
+ * allocated at alloc_bt (one more reference taken; NULL is fine), not freed. */
+static inline void hs_md_gblock_start(struct hs_md_gblock *g, uintptr_t b, size_t size,
+                                      uintptr_t data, uintptr_t data_end, struct hs_md_bt *alloc_bt)
+{
+    g->user = g->block = b;
+    g->size = g->block_size = size;
+    g->data = data;
+    g->data_end = data_end;
+    hs_md_bt_ref(alloc_bt);
+    g->alloc_bt = alloc_bt;
+    g->free_bt = NULL;
+}
+
 /* Fills the slack between the end of the block and the end of its pages. */
 static inline void hs_md_gblock_fill_slack(const struct hs_md_gblock *g, uint8_t value)
 {

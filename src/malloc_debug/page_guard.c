@@ -268,13 +268,7 @@ void *hs_md_page_guard_alloc(size_t size, size_t align, size_t align_offset,
         return NULL;
     }
     struct hs_md_gblock *g = &pc->recs[run];
-    g->user = g->block = b;
-    g->size = g->block_size = size;
-    g->data = data;
-    g->data_end = data_end;
-    hs_md_bt_ref(alloc_bt);
-    g->alloc_bt = alloc_bt;
-    g->free_bt = NULL;
+    hs_md_gblock_start(g, b, size, data, data_end, alloc_bt);
     g->qnext = NULL;
     g->retire = 0;
     hs_md_gblock_fill_slack(g, g_pg.slack_value);

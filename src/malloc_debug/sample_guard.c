@@ -225,13 +225,7 @@ static void *sample_alloc(size_t size, size_t align, size_t align_offset, bool z
     /* The slot's previous block is forgotten only now that the slot has a new one. */
     struct hs_md_bt *old_alloc = g->alloc_bt, *old_free = g->free_bt;
     __atomic_store_n(&g->state, HS_MD_GB_EMPTY, __ATOMIC_RELEASE);
-    g->user = g->block = b;
-    g->size = g->block_size = size;
-    g->data = data;
-    g->data_end = data_end;
-    hs_md_bt_ref(alloc_bt);
-    g->alloc_bt = alloc_bt;
-    g->free_bt = NULL;
+    hs_md_gblock_start(g, b, size, data, data_end, alloc_bt);
     if (zero)
         memset((void *)b, 0, size);
     hs_md_gblock_fill_slack(g, g_sp.slack_value);
