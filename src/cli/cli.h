@@ -45,6 +45,10 @@ bool hs_check_shim_files(const char *command, const struct hs_md_config *cfg, bo
  * NULL with errno set. */
 char *hs_read_small_file(const char *path, size_t *len);
 
+/* The number after "<field>:" in a /proc status file (path), read in `base` (10 for PPid and
+ * TracerPid, 16 for the signal masks); 0 when the file or the field is missing. */
+unsigned long long hs_proc_status_field(const char *path, const char *field, int base);
+
 /* The maps of a process a command was pointed at, or NULL after telling why (no such
  * process, another user's, exited (a zombie), not allowed to inspect). */
 char *hs_target_maps(const char *command, pid_t pid, size_t *len);

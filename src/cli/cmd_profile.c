@@ -172,13 +172,8 @@ static bool parse_pids(struct profile_args *a, const char *list)
 static bool signal_caught(pid_t pid)
 {
     char path[64];
-    size_t len;
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    char *status = hs_read_small_file(path, &len);
-    const char *caught = status ? strstr(status, "\nSigCgt:") : NULL;
-    unsigned long long mask = caught ? strtoull(caught + 8, NULL, 16) : 0;
-    free(status);
-    return (mask & (1ull << (PROFILE_SIGNAL - 1))) != 0;
+    return (hs_proc_status_field(path, "SigCgt", 16) & (1ull << (PROFILE_SIGNAL - 1))) != 0;
 }
 
 /* The client is loaded in pid and listens for the profiling signal (quietly: for --all). */

@@ -271,13 +271,8 @@ static void process_name(pid_t pid, char *out, size_t cap)
 static pid_t parent_of(pid_t pid)
 {
     char path[64];
-    size_t len;
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    char *text = hs_read_small_file(path, &len);
-    const char *line = text ? strstr(text, "\nPPid:") : NULL;
-    pid_t parent = line ? (pid_t)strtol(line + 6, NULL, 10) : 0;
-    free(text);
-    return parent;
+    return (pid_t)hs_proc_status_field(path, "PPid", 10);
 }
 
 /* The thread of pid that another process traces, and that tracer (0 when none). */
@@ -294,15 +289,11 @@ static long traced_thread(pid_t pid, pid_t *tid)
         long t = strtol(e->d_name, NULL, 10);
         if (t <= 0)
             continue;
-        size_t len;
         char status[96];
         snprintf(status, sizeof(status), "/proc/%d/task/%ld/status", (int)pid, t);
-        char *text = hs_read_small_file(status, &len);
-        const char *line = text ? strstr(text, "\nTracerPid:") : NULL;
-        tracer = line ? strtol(line + 11, NULL, 10) : 0;
+        tracer = (long)hs_proc_status_field(status, "TracerPid", 10);
         if (tracer != 0)
             *tid = (pid_t)t;
-        free(text);
     }
     closedir(d);
     return tracer;
@@ -506,13 +497,8 @@ static void stop_for_detach(struct hijack *h)
 static bool trap_pending(const struct hijack *h)
 {
     char path[96];
-    size_t len;
     snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)h->pid, (int)h->tid);
-    char *text = hs_read_small_file(path, &len);
-    const char *line = text ? strstr(text, "\nSigPnd:") : NULL;
-    unsigned long long pending = line ? strtoull(line + 8, NULL, 16) : 0;
-    free(text);
-    return (pending & (1ull << (SIGTRAP - 1))) != 0;
+    return (hs_proc_status_field(path, "SigPnd", 16) & (1ull << (SIGTRAP - 1))) != 0;
 }
 
 /* A step over a system call that we interrupted leaves the step's SIGTRAP queued, to be

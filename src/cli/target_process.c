@@ -41,6 +41,23 @@ char *hs_read_small_file(const char *path, size_t *len)
     return buf;
 }
 
+unsigned long long hs_proc_status_field(const char *path, const char *field, int base)
+{
+    size_t len, flen = strlen(field);
+    char *text = hs_read_small_file(path, &len);
+    unsigned long long value = 0;
+    for (const char *line = text; line && *line;) {
+        if (strncmp(line, field, flen) == 0 && line[flen] == ':') {
+            value = strtoull(line + flen + 1, NULL, base);
+            break;
+        }
+        line = strchr(line, '\n');
+        line = line ? line + 1 : NULL;
+    }
+    free(text);
+    return value;
+}
+
 /* The state letter of /proc/PID/stat ('R', 'S', 'Z' ...), or 0 when it cannot be read. The
  * command name before it is in parentheses and may itself hold ") ". */
 static char process_state(pid_t pid, char *comm, size_t comm_cap)
