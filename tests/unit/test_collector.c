@@ -275,10 +275,10 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static char thread_state(pid_t tid)
+/* The state letter of a /proc stat file ('?' when it cannot be read: gone). */
+static char stat_state(const char *path)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+    char buf[512];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return '?';
@@ -289,6 +289,13 @@ static char thread_state(pid_t tid)
     buf[n] = '\0';
     char *paren = strrchr(buf, ')');
     return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+static char thread_state(pid_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+    return stat_state(path);
 }
 
 /* For the hooks (in the collector, whose /proc/self is not the program): raw calls only. */
@@ -930,18 +937,9 @@ static pid_t collect_lingering(struct hs_mu_collect_stats *stats, int fds[2], in
 /* 'Z', 'X' or gone ('?') once the process has exited. */
 static char process_state(pid_t pid)
 {
-    char path[64], buf[512];
+    char path[64];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return '?';
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return '?';
-    buf[n] = '\0';
-    char *paren = strrchr(buf, ')');
-    return paren && paren[1] == ' ' ? paren[2] : '?';
+    return stat_state(path);
 }
 
 static void test_release(void)
