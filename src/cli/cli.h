@@ -60,7 +60,64 @@ bool hs_process_exited(pid_t pid);
 /* The value of name in a NUL-separated environment block (/proc/PID/environ), or NULL. */
 const char *hs_environ_value(const char *env, size_t len, const char *name);
 
+/* The malloc debug options process pid runs with (target_options.c): LIBC_DEBUG_MALLOC_OPTIONS
+ * in its environment block env (len bytes, from /proc/PID/environ), or else, when it has the
+ * preloaded shim, the system setting's (system_setting.h); NULL when neither applies. The
+ * result points into env or into a static buffer. */
+const char *hs_target_md_options(pid_t pid, const char *env, size_t len);
+
 /* Prepends `lib` to LD_PRELOAD in this process's environment. Returns 0 or -1. */
 int hs_preload_prepend(const char *lib);
+
+/* ---- Malloc debug for services and whole machines (`heapscope debug --system/--unit`) ---- */
+
+/* What goes into a system setting or a service's drop-in (cmd_debug.c's -o, --program, --log),
+ * and where: root NULL is this machine, else the root directory of a system image (a
+ * container's; the tests). */
+struct hs_debug_setting {
+    const char *options, *program, *log_file;
+    const char *root;
+};
+
+/* `heapscope debug --system enable|disable|status` (debug_system.c). */
+int hs_debug_system(const char *action, const struct hs_debug_setting *s);
+
+/* `heapscope debug --unit NAME [--remove]` (debug_unit.c). */
+int hs_debug_unit(const char *unit, bool remove, const struct hs_debug_setting *s);
+
+/* Checks the values before they are written (setting_values.c): options the shim accepts and
+ * that turn something on, a program name, an absolute log pattern whose directory exists;
+ * prints why not. */
+bool hs_debug_check_setting(const struct hs_debug_setting *s);
+
+/* root + path into out ("/etc/x" under NULL or "/" is "/etc/x"); -1 when it does not fit. */
+int hs_root_path(const char *root, const char *path, char *out, size_t cap);
+
+/* Replaces the file at path with data, atomically and durably (replace_file.c): a temporary
+ * file in the same directory, fsync, the old file's mode and owner (mode for a new one),
+ * rename. Returns 0, or -1 after printing why (the old file is then untouched). */
+int hs_replace_file(const char *command, const char *path, const char *data, size_t len,
+                    mode_t mode);
+
+/* Removes path durably (a missing file is fine). Returns 0, or -1 after printing why. */
+int hs_remove_file(const char *command, const char *path);
+
+/* mkdir -p. Returns 0, or -1 after printing why. */
+int hs_make_directories(const char *command, const char *dir, mode_t mode);
+
+/* heapscope's line in a preload list (/etc/ld.so.preload; preload_list.c): the line naming a
+ * library whose file name is `name` (e.g. libmalloc_debug.so), found, added (first, or in
+ * place of an older one) or removed with the other lines left as they were. add/remove
+ * return 0 or -1 after printing why; *removed says whether there was a line. */
+bool hs_preload_list_find(const char *path, const char *name, char *out, size_t cap);
+int hs_preload_list_add(const char *command, const char *path, const char *lib);
+int hs_preload_list_remove(const char *command, const char *path, const char *name,
+                           bool *removed);
+
+/* The library at path (shown as `shown`: its path as the loader will see it) can be
+ * preloaded: a regular file, an ELF shared object of this machine's class and architecture,
+ * and (try_load) it loads into a program with nothing said by the loader. Prints why not. */
+bool hs_check_preload_library(const char *command, const char *path, const char *shown,
+                              bool try_load);
 
 #endif

@@ -3,6 +3,8 @@
  * The options are checked here first, with the shim's own parser, so that a typo stops
  * before the program runs instead of leaving it unchecked. Then the command execs the
  * program in place (same pid, same exit status and signals, nothing in between).
+ * --system and --unit put malloc debug in place for programs started later instead
+ * (debug_system.c, debug_unit.c).
  */
 #include "cli.h"
 
@@ -15,12 +17,19 @@
 #include <unistd.h>
 
 #define DEFAULT_OPTIONS "guard fill"
+#ifndef HS_SETTING_PATH_TEXT
+#define HS_SETTING_PATH_TEXT "/etc/heapscope/malloc_debug.conf"
+#endif
 
 static void usage(FILE *out)
 {
     fprintf(
         out,
         "usage: heapscope debug [-o OPTIONS] [--program NAME] [--log FILE] [--] PROGRAM [ARGS...]\n"
+        "       heapscope debug --system enable -o OPTIONS [--program NAME] [--log PATTERN]\n"
+        "       heapscope debug --system disable | --system status\n"
+        "       heapscope debug --unit NAME[.service] -o OPTIONS [--program NAME] [--log PATTERN]\n"
+        "       heapscope debug --unit NAME[.service] --remove\n"
         "\n"
         "Runs PROGRAM with heapscope's malloc debug (libmalloc_debug.so) preloaded: the\n"
         "Linux port of Android's malloc debug. Corrupted guards, double frees and bad\n"
@@ -36,6 +45,23 @@ static void usage(FILE *out)
         "                         stops the command; one that fails later (a full disk)\n"
         "                         is said once on stderr, where the reports then go\n"
         "  -h, --help             show this help\n"
+        "\n"
+        "Services and whole machines (as root; docs/malloc_debug.md):\n"
+        "      --system enable    malloc debug for every program started from now on: writes\n"
+        "                         the setting " HS_SETTING_PATH_TEXT " (OPTIONS,\n"
+        "                         --program, --log) and puts the library first in\n"
+        "                         /etc/ld.so.preload (its other lines are kept); refuses a\n"
+        "                         library that is missing or does not load\n"
+        "      --system disable   removes both; --system status says what is installed\n"
+        "      --unit NAME        a systemd drop-in for NAME.service\n"
+        "                         (/etc/systemd/system/NAME.service.d/heapscope-malloc-debug.conf)\n"
+        "                         whose Environment= lines run it under malloc debug; runs\n"
+        "                         'systemctl daemon-reload'; restart the service after it\n"
+        "      --remove           with --unit: removes the drop-in\n"
+        "      --root DIR         with --system or --unit: work on the system image at DIR (a\n"
+        "                         container's root) instead of this machine\n"
+        "  The environment's LIBC_DEBUG_MALLOC_OPTIONS, when set (even empty), wins over the\n"
+        "  setting. Use an absolute --log PATTERN with %%p: one file per process.\n"
         "\n"
         "Malloc debug options (full list and meaning: docs/malloc_debug.md):\n"
         "  guard[=N] front_guard[=N] rear_guard[=N]   guard bytes around each allocation\n"
@@ -61,27 +87,65 @@ static void usage(FILE *out)
         "Examples:\n"
         "  heapscope debug -- ./myprog arg\n"
         "  heapscope debug -o \"rear_guard=64 abort_on_error\" -l /tmp/md.%%p.log -- ./myprog\n"
-        "  heapscope debug -o \"backtrace free_track leak_track\" -- ./myprog\n");
+        "  heapscope debug -o \"backtrace free_track leak_track\" -- ./myprog\n"
+        "  heapscope debug --unit myserver -o backtrace --log /var/log/heapscope/md.%%p.log\n"
+        "  heapscope dumpheap -p $(systemctl show -p MainPID --value myserver)\n"
+        "  heapscope debug --system enable -o \"guard backtrace\" --program myworker\n");
+}
+
+enum { OPT_PROGRAM = 'P', OPT_SYSTEM = 256, OPT_UNIT, OPT_REMOVE, OPT_ROOT };
+
+/* --system / --unit: the setting is written for processes started later; no program runs. */
+static int system_or_unit(const char *system, const char *unit, bool remove,
+                          const struct hs_debug_setting *s, bool program_given)
+{
+    if (program_given || (system && unit) || (remove && !unit)) {
+        fprintf(stderr, "heapscope debug: %s\n",
+                program_given ? "--system and --unit take no program to run"
+                : remove      ? "--remove goes with --unit"
+                              : "give --system or --unit, not both");
+        return 2;
+    }
+    return system ? hs_debug_system(system, s) : hs_debug_unit(unit, remove, s);
 }
 
 int hs_cmd_debug(int argc, char **argv)
 {
     static const struct option long_options[] = {
         {"options", required_argument, NULL, 'o'},
-        {"program", required_argument, NULL, 'P'},
+        {"program", required_argument, NULL, OPT_PROGRAM},
         {"log", required_argument, NULL, 'l'},
+        {"system", required_argument, NULL, OPT_SYSTEM},
+        {"unit", required_argument, NULL, OPT_UNIT},
+        {"remove", no_argument, NULL, OPT_REMOVE},
+        {"root", required_argument, NULL, OPT_ROOT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *options = DEFAULT_OPTIONS, *program = NULL, *log_file = NULL;
+    const char *system = NULL, *unit = NULL, *root = NULL;
+    bool options_given = false, remove = false;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+o:l:h", long_options, NULL)) != -1) {
         switch (c) {
         case 'o':
             options = optarg;
+            options_given = true;
             break;
-        case 'P':
+        case OPT_SYSTEM:
+            system = optarg;
+            break;
+        case OPT_UNIT:
+            unit = optarg;
+            break;
+        case OPT_REMOVE:
+            remove = true;
+            break;
+        case OPT_ROOT:
+            root = optarg;
+            break;
+        case OPT_PROGRAM:
             program = optarg;
             break;
         case 'l':
@@ -94,6 +158,15 @@ int hs_cmd_debug(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (system || unit || remove) {
+        struct hs_debug_setting s = {options_given ? options : NULL, program, log_file,
+                                     root && strcmp(root, "/") != 0 ? root : NULL};
+        return system_or_unit(system, unit, remove, &s, optind < argc);
+    }
+    if (root) {
+        fprintf(stderr, "heapscope debug: --root goes with --system or --unit\n");
+        return 2;
     }
     if (optind >= argc) {
         fprintf(stderr, "heapscope debug: no program given\n\n");

@@ -5,8 +5,8 @@
  * holding `backtrace`) for a native heap dump, and delivers it to the caller: the process
  * writes PREFIX.PID.txt on SIGRTMAX-17 (47) at its next allocation call, as on Android; this
  * command waits for the complete file (it ends with "END"), moves it to FILE and prints a
- * one-line summary. The process's options come from its /proc/PID/environ, read with the
- * shim's own parser.
+ * one-line summary. The process's options come from its /proc/PID/environ (or malloc debug's
+ * system setting: target_options.c), read with the shim's own parser.
  */
 #include "cli.h"
 #include "heap_dump.h"
@@ -70,7 +70,7 @@ static int target_options(pid_t pid, struct hs_md_config *cfg, char *program, si
     free(comm);
     snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
     char *env = hs_read_small_file(path, &len);
-    const char *options = env ? hs_environ_value(env, len, "LIBC_DEBUG_MALLOC_OPTIONS") : NULL;
+    const char *options = hs_target_md_options(pid, env, len);
     bool parsed = options != NULL && hs_cli_parse_options("dumpheap", program, options, cfg);
     free(env);
     if (!parsed || !(cfg->options & HS_OPT_BACKTRACE)) {

@@ -148,7 +148,7 @@ static bool target_ready(const struct pid_args *a)
     }
     snprintf(path, sizeof(path), "/proc/%d/environ", (int)a->pid);
     char *env = hs_read_small_file(path, &len);
-    const char *options = env ? hs_environ_value(env, len, "LIBC_DEBUG_MALLOC_OPTIONS") : NULL;
+    const char *options = hs_target_md_options(a->pid, env, len);
     bool armed = options ? strstr(options, "check_unreachable_on_signal") != NULL : detector;
     free(env);
     if (!armed) {

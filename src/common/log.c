@@ -96,6 +96,16 @@ void hs_log_init_program(void)
     hs_env_get("HEAPSCOPE_LOG_FILE", g_log.file_pattern, sizeof(g_log.file_pattern));
 }
 
+void hs_log_set_file_pattern(const char *pattern)
+{
+    char probe[1];
+    if (hs_env_get("HEAPSCOPE_LOG_FILE", probe, sizeof(probe)) >= 0)
+        return;
+    size_t len = strnlen(pattern, sizeof(g_log.file_pattern) - 1);
+    memcpy(g_log.file_pattern, pattern, len);
+    g_log.file_pattern[len] = '\0';
+}
+
 const char *hs_log_program_name(void)
 {
     return g_log.program;

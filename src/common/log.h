@@ -29,6 +29,11 @@ void hs_log_init(const char *tag);
  * library whose log lines carry their own tag). */
 void hs_log_init_program(void);
 
+/* Sets the log file pattern (as HEAPSCOPE_LOG_FILE would) when HEAPSCOPE_LOG_FILE is not set
+ * in the environment: malloc debug's system setting (the environment wins). Call after
+ * hs_log_init. */
+void hs_log_set_file_pattern(const char *pattern);
+
 /* Basename of argv[0] of this process ("unknown" before hs_log_init). */
 const char *hs_log_program_name(void);
 

@@ -2,8 +2,9 @@
  *
  * Runs inside the first allocation call of the process (possibly before libc has finished
  * its own start-up) or in the library constructor, whichever comes first. It reads
- * LIBC_DEBUG_MALLOC_OPTIONS and LIBC_DEBUG_MALLOC_PROGRAM without allocating, parses the
- * options, and publishes the mode. Any problem leaves the shim a pass-through.
+ * LIBC_DEBUG_MALLOC_OPTIONS and LIBC_DEBUG_MALLOC_PROGRAM without allocating (or, when the
+ * environment sets no options, the system setting: system_setting.h), parses the options,
+ * and publishes the mode. Any problem leaves the shim a pass-through.
  */
 #define _GNU_SOURCE
 #include "debug_state.h"
@@ -16,6 +17,7 @@
 #include "unreachable_trigger.h"
 #include "libc_malloc.h"
 #include "record_allocs.h"
+#include "system_setting.h"
 
 #include "backtrace.h"
 #include "capture_gate.h"
@@ -88,6 +90,24 @@ static bool only_whitespace(const char *s)
     return true;
 }
 
+/* The system setting (system_setting.h), read when the environment sets no options; NULL
+ * when there is none, or after saying (once: configure runs once per process) why it is
+ * unusable. */
+static const struct hs_md_setting *read_system_setting(void)
+{
+    static struct hs_md_setting setting; /* static: 8 KiB, and the first malloc's stack */
+    char why[512];
+    switch (hs_md_setting_read(hs_md_setting_path, &setting, why, sizeof(why))) {
+    case HS_MD_SETTING_OK:
+        return &setting;
+    case HS_MD_SETTING_BAD:
+        hs_log("%s: %s; malloc debug stays off", hs_log_program_name(), why);
+        return NULL;
+    default:
+        return NULL;
+    }
+}
+
 static int configure(void)
 {
     hs_log_init("malloc_debug");
@@ -97,10 +117,18 @@ static int configure(void)
 
     static char options[8192];
     ssize_t len = hs_env_get("LIBC_DEBUG_MALLOC_OPTIONS", options, sizeof(options));
+    const struct hs_md_setting *setting = NULL;
     if (len < 0 && hs_md_embedding.default_options) {
         len = (ssize_t)strnlen(hs_md_embedding.default_options, sizeof(options) - 1);
         memcpy(options, hs_md_embedding.default_options, (size_t)len);
         options[len] = '\0';
+    } else if (len < 0 && !hs_md_embedding.embedded) {
+        setting = read_system_setting();
+        if (setting && setting->options) {
+            len = (ssize_t)strnlen(setting->options, sizeof(options) - 1);
+            memcpy(options, setting->options, (size_t)len);
+            options[len] = '\0';
+        }
     }
     if (len < 0 || only_whitespace(options)) {
         if (len < (ssize_t)sizeof(options))
@@ -112,8 +140,17 @@ static int configure(void)
 
     char program[256];
     len = hs_env_get("LIBC_DEBUG_MALLOC_PROGRAM", program, sizeof(program));
+    if (len < 0 && setting && setting->program) {
+        len = (ssize_t)strnlen(setting->program, sizeof(program) - 1);
+        memcpy(program, setting->program, (size_t)len);
+        program[len] = '\0';
+    }
     if (len > 0 && (len >= (ssize_t)sizeof(program) || strcmp(program, hs_log_program_name()) != 0))
         return HS_MD_PASSTHROUGH;
+    /* This process runs under the setting: its reports (and an error in its options) go to
+     * the setting's log file, unless the environment names one. */
+    if (setting && setting->log_file)
+        hs_log_set_file_pattern(setting->log_file);
 
     if (!hs_md_config_parse(&hs_md.cfg, options))
         return HS_MD_PASSTHROUGH;
