@@ -78,10 +78,20 @@ static bool loads(const char *command, const char *lib)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && got == 0;
-    if (!ok)
-        fprintf(stderr, "heapscope %s: %s does not load in a program%s%s", command, lib,
-                got ? "; the loader said:\n  " : "\n", said);
-    if (!ok && got && said[got - 1] != '\n')
+    if (ok)
+        return true;
+    char how[128];
+    if (WIFSIGNALED(status))
+        snprintf(how, sizeof(how), ": a program preloading it died of signal %d (%s)",
+                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else if (WEXITSTATUS(status) != 0)
+        snprintf(how, sizeof(how), ": a program preloading it exited with status %d",
+                 WEXITSTATUS(status));
+    else
+        how[0] = '\0';
+    fprintf(stderr, "heapscope %s: %s does not load in a program%s%s%s", command, lib, how,
+            got ? "; the loader said:\n  " : "\n", said);
+    if (got && said[got - 1] != '\n')
         fputc('\n', stderr);
     return ok;
 }
