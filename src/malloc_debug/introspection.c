@@ -101,6 +101,21 @@ HS_EXPORT int malloc_iterate(uintptr_t base, size_t size,
     return 0;
 }
 
+/* heapscope's own, for libmemunreachable (not in the public header): 1 when the program's
+ * blocks are glibc's chunks that this shim does not track (a pass-through, or malloc debug
+ * without backtrace, leak_track, free_track and verify_pointers: check_unreachable_on_signal
+ * alone), so that an unreachable-memory check must walk glibc's heap instead of calling
+ * malloc_iterate. 0 when the shim tracks them, or when page_guard puts every block on pages
+ * of its own, which a walk of glibc's heap would not see. (sample_guard's few blocks are
+ * missed by that walk: a leak among them goes unreported, none is invented.) */
+HS_EXPORT int heapscope_malloc_debug_untracked_glibc_blocks(void)
+{
+    int mode = hs_md_init();
+    if (mode != HS_MD_DEBUG)
+        return 1;
+    return !hs_md.track && !hs_md.page_guard;
+}
+
 HS_EXPORT ssize_t malloc_backtrace(void *pointer, uintptr_t *frames, size_t frame_count)
 {
     if (hs_md_mode_now() != HS_MD_DEBUG || !hs_md.track || !frames)

@@ -108,13 +108,17 @@ static int check_allocator(void)
 }
 
 /* Safe-linking and the heap layouts the walk knows: glibc 2.32 and later. */
-static int check_glibc_version(void)
+bool hs_mu_glibc_walkable(void)
 {
     const char *v = gnu_get_libc_version();
     char *end;
     long major = strtol(v, &end, 10), minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
-    return major > 2 || (major == 2 && minor >= 32) ? HEAPSCOPE_INJECTED_OK
-                                                    : HEAPSCOPE_INJECTED_OLD_GLIBC;
+    return major > 2 || (major == 2 && minor >= 32);
+}
+
+static int check_glibc_version(void)
+{
+    return hs_mu_glibc_walkable() ? HEAPSCOPE_INJECTED_OK : HEAPSCOPE_INJECTED_OLD_GLIBC;
 }
 
 /* Keeps this library loaded for good: the handler and the thread run its code. */

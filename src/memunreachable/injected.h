@@ -18,6 +18,9 @@ bool hs_mu_injected(void);
 void hs_mu_injected_log_reset(void);
 const char *hs_mu_injected_log(size_t *len);
 
+/* glibc is recent enough for the walk of its heap (glibc_heap.h: 2.32 and later). */
+bool hs_mu_glibc_walkable(void);
+
 /* Runs a check and writes its report for `heapscope leaks -p` (memunreachable.c). */
 void heapscope_unreachable_check(void);
 

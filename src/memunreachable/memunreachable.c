@@ -57,11 +57,35 @@ static void ignore_block(uintptr_t ptr, size_t size, void *arg)
     (void)ptr, (void)size, (void)arg;
 }
 
+/* Set while the checks walk glibc's heap under a malloc debug shim that does not track the
+ * allocations (check_unreachable_on_signal alone): their reports say so. */
+static int g_untracked_shim;
+
+/* The shim serving the program leaves its blocks to glibc untracked (introspection.c). */
+static bool shim_blocks_untracked(void)
+{
+    int (*untracked)(void) =
+        (int (*)(void))dlsym(RTLD_DEFAULT, "heapscope_malloc_debug_untracked_glibc_blocks");
+    return untracked && untracked() == 1;
+}
+
 /* The allocator introspection of whichever malloc debug copy serves the program, or, in a
- * process started without heapscope (injected.h), a walk of glibc's own heap. */
+ * process started without heapscope (injected.h) or under malloc debug without tracking, a
+ * walk of glibc's own heap. */
 static bool find_heap_source(struct hs_mu_heap_source *heap)
 {
     if (hs_mu_injected()) {
+        hs_mu_glibc_heap_source(heap);
+        return true;
+    }
+    if (shim_blocks_untracked()) {
+        if (!hs_mu_glibc_walkable()) {
+            mu_log("cannot check for unreachable memory: allocations are not tracked and this "
+                   "glibc (before 2.32) cannot be walked; add verify_pointers or backtrace to "
+                   "LIBC_DEBUG_MALLOC_OPTIONS");
+            return false;
+        }
+        __atomic_store_n(&g_untracked_shim, 1, __ATOMIC_RELAXED);
         hs_mu_glibc_heap_source(heap);
         return true;
     }
@@ -76,8 +100,9 @@ static bool find_heap_source(struct hs_mu_heap_source *heap)
         return false;
     }
     if (heap->iterate(0, 0, ignore_block, NULL) != 0) {
-        mu_log("cannot check for unreachable memory: allocations are not tracked; add "
-               "verify_pointers or backtrace to LIBC_DEBUG_MALLOC_OPTIONS");
+        mu_log("cannot check for unreachable memory: allocations are not tracked and "
+               "page_guard keeps them off glibc's heap; add verify_pointers or backtrace to "
+               "LIBC_DEBUG_MALLOC_OPTIONS");
         return false;
     }
     return true;
@@ -195,7 +220,9 @@ static void append_line(const char *line, size_t len, void *ctx)
 /* The extra line of the text report, if any: no backtraces without tracking. */
 static const char *report_note(void)
 {
-    return hs_mu_injected() ? HS_MU_UNTRACKED_NOTE : NULL;
+    if (hs_mu_injected())
+        return HS_MU_UNTRACKED_NOTE;
+    return __atomic_load_n(&g_untracked_shim, __ATOMIC_RELAXED) ? HS_MU_UNTRACKED_SHIM_NOTE : NULL;
 }
 
 HS_EXPORT char *GetUnreachableMemoryString(bool log_contents, size_t limit)

@@ -49,6 +49,12 @@ void hs_mu_report_text_note(const struct UnreachableMemoryInfo *info, bool log_c
     "Not started under heapscope: no allocation backtraces; leaks of the same size are "           \
     "grouped."
 
+/* The note of a report from malloc debug without allocation tracking
+ * (check_unreachable_on_signal alone): glibc's heap was walked. */
+#define HS_MU_UNTRACKED_SHIM_NOTE                                                                  \
+    "Allocations not tracked: no allocation backtraces (add the malloc debug option backtrace "    \
+    "for them); leaks of the same size are grouped."
+
 /* The lines of one leak (no empty line after it). */
 void hs_mu_report_leak(const struct UnreachableLeak *leak, bool log_contents, hs_mu_emit_fn emit,
                        void *ctx);

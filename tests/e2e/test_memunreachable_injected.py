@@ -13,6 +13,8 @@ PROGRAM = os.environ["HS_MU_INJECTED"]
 LIB = os.environ["HS_MEMUNREACHABLE"]
 NOTE = ("  Not started under heapscope: no allocation backtraces; leaks of the same size are "
         "grouped.")
+SHIM_NOTE = ("  Allocations not tracked: no allocation backtraces (add the malloc debug option "
+             "backtrace for them); leaks of the same size are grouped.")
 
 
 def start(*args, env=None):
@@ -122,6 +124,70 @@ class Injected(Case):
         # Checked from outside: the reports went to the command, none into the program's
         # own stderr.
         self.assertEqual(err, "")
+
+    def test_check_unreachable_on_signal_alone(self):
+        # malloc debug with check_unreachable_on_signal and no tracking option (issue 15, item
+        # 5): the check walks glibc's heap, as above, finds the four leaks, and says in one
+        # line that there are no backtraces and which option adds them. (Before, the check
+        # failed: "allocations are not tracked; add verify_pointers or backtrace".)
+        env = clean_env()
+        env["LD_PRELOAD"] = SHIM
+        env["LIBC_DEBUG_MALLOC_OPTIONS"] = "check_unreachable_on_signal"
+        proc = start("-", env=env)
+        try:
+            facts = read_facts(proc)
+            small, big = int(facts["usable_small"]), int(facts["usable_big"])
+            leak_small = addresses(facts["leak_small"])
+            leak_big = addresses(facts["leak_big"])
+            r = check(proc.pid)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertNotIn("loaded the detector", r.stderr)  # the shim loads it itself
+            self.assertEqual(r.stdout.splitlines()[:4], [
+                "  %d bytes in 4 unreachable allocations" % (3 * small + big),
+                "  ABI: 'x86_64'",
+                SHIM_NOTE,
+                "",
+            ], r.stdout)
+            reported = [(int(m.group(1)), int(m.group(2), 16)) for m in
+                        re.finditer(r"^  (\d+) bytes unreachable at ([0-9a-f]+)$", r.stdout,
+                                    re.M)]
+            self.assertEqual(reported, [(big, min(leak_big)), (small, min(leak_small))],
+                             r.stdout)
+            self.assertNotIn("#00", r.stdout, "no backtraces")
+            for addr in addresses(facts["freed"]) | addresses(facts["kept"]):
+                self.assertNotIn("%x" % addr, r.stdout, "freed or reachable block reported")
+        finally:
+            proc.stdin.close()
+            proc.stdout.read()
+            err = proc.stderr.read()
+            proc.wait(timeout=60)
+        self.assertEqual(proc.returncode, 0, err)
+        # The program's own log has the report too (malloc debug's check logs it), with the
+        # note.
+        self.assertRegex(err, r"mu_injected\[%d\] memunreachable: %d bytes in 4 allocations "
+                         r"unreachable out of \d+ bytes" % (proc.pid, 3 * small + big))
+        self.assertIn("memunreachable: " + SHIM_NOTE.strip() + "\n", err)
+
+    def test_check_unreachable_on_signal_with_page_guard_says_why_not(self):
+        # page_guard puts every block on pages of its own, which a walk of glibc's heap does
+        # not see: without tracking, the check fails and says why, rather than report nothing.
+        env = clean_env()
+        env["LD_PRELOAD"] = SHIM
+        env["LIBC_DEBUG_MALLOC_OPTIONS"] = "page_guard check_unreachable_on_signal"
+        proc = start("-", env=env)
+        try:
+            read_facts(proc)
+            r = check(proc.pid)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        finally:
+            proc.stdin.close()
+            proc.stdout.read()
+            err = proc.stderr.read()
+            proc.wait(timeout=60)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertIn("memunreachable: cannot check for unreachable memory: allocations are not "
+                      "tracked and page_guard keeps them off glibc's heap; add verify_pointers "
+                      "or backtrace to LIBC_DEBUG_MALLOC_OPTIONS", err)
 
     def test_failed_check_says_why_to_the_command(self):
         # A thread traced by another process (a small tracer that passes every signal on)
