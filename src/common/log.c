@@ -106,6 +106,11 @@ void hs_log_set_file_pattern(const char *pattern)
     g_log.file_pattern[len] = '\0';
 }
 
+const char *hs_log_file_pattern(void)
+{
+    return g_log.file_pattern;
+}
+
 const char *hs_log_program_name(void)
 {
     return g_log.program;

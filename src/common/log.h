@@ -34,6 +34,9 @@ void hs_log_init_program(void);
  * hs_log_init. */
 void hs_log_set_file_pattern(const char *pattern);
 
+/* The log file pattern in use ("" for stderr). */
+const char *hs_log_file_pattern(void);
+
 /* Basename of argv[0] of this process ("unknown" before hs_log_init). */
 const char *hs_log_program_name(void);
 

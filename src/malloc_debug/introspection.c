@@ -14,6 +14,8 @@
 #include "header.h"
 #include "pointer_table.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -114,6 +116,15 @@ HS_EXPORT int heapscope_malloc_debug_untracked_glibc_blocks(void)
     if (mode != HS_MD_DEBUG)
         return 1;
     return !hs_md.track && !hs_md.page_guard;
+}
+
+/* heapscope's own, for libmemunreachable (which has its own copy of the log): the log file
+ * pattern this shim writes to, "" for stderr; it may come from the system setting, which the
+ * environment does not show. */
+HS_EXPORT const char *heapscope_malloc_debug_log_file(void)
+{
+    hs_md_init();
+    return hs_log_file_pattern();
 }
 
 HS_EXPORT ssize_t malloc_backtrace(void *pointer, uintptr_t *frames, size_t frame_count)

@@ -108,6 +108,26 @@ static bool find_heap_source(struct hs_mu_heap_source *heap)
     return true;
 }
 
+/* The check's lines go where malloc debug's go: the preloaded shim may have taken its log
+ * file from the system setting (src/malloc_debug/system_setting.h), which this library's copy
+ * of the log, reading only the environment, would not see. Not in injected mode, whose lines
+ * are kept for the command. */
+static void adopt_shim_log(void)
+{
+    const char *(*log_file)(void) =
+        (const char *(*)(void))dlsym(RTLD_DEFAULT, "heapscope_malloc_debug_log_file");
+    const char *pattern = log_file ? log_file() : NULL;
+    if (pattern && *pattern)
+        hs_log_set_file_pattern(pattern); /* HEAPSCOPE_LOG_FILE, when set, still wins */
+}
+
+static void follow_the_shims_log(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (!hs_mu_injected())
+        pthread_once(&once, adopt_shim_log);
+}
+
 /* Zeroes the stack below the caller's frame. The check's own frames are then laid over
  * zeros instead of over what earlier calls left there: a conservative scan of the calling
  * thread's stack must not find a stale copy of a pointer the program has dropped. */
@@ -137,6 +157,7 @@ static __attribute__((noinline)) bool get_unreachable_memory(struct UnreachableM
         return false;
     }
     hs_log_init_program();
+    follow_the_shims_log();
     memset(info, 0, sizeof(*info));
     struct hs_mu_heap_source heap;
     if (!find_heap_source(&heap))

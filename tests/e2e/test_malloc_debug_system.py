@@ -16,6 +16,7 @@ from unittest import mock
 from e2e import BUGS, CLI, DIVIDER, clean_env
 
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
+MU_INJECTED = os.environ["HS_MU_INJECTED"]
 SETTING = "/etc/heapscope/malloc_debug.conf"
 USAGE_1 = "For malloc debug option descriptions go to:"
 
@@ -54,7 +55,7 @@ class WholeMachine(unittest.TestCase):
         """Runs the shell script with the copy of /etc over /etc; $D is the test's directory."""
         full = 'set -e\nmount --make-rprivate /\nmount --bind "$ETC" /etc\n' + script
         env = dict(clean_env(), ETC=self.etc, D=self.dir, CLI=CLI, BUGS=BUGS,
-                   WORKLOAD=WORKLOAD)
+                   WORKLOAD=WORKLOAD, MU=MU_INJECTED)
         env.update(extra_env or {})
         r = subprocess.run(["unshare", "-m", "sh", "-c", full], env=env, capture_output=True,
                            text=True, timeout=180)
@@ -234,6 +235,34 @@ class WholeMachine(unittest.TestCase):
         self.assertTrue(dump.startswith("Android Native Heap Dump v1.2\n"), dump[:200])
         self.assertTrue(dump.endswith("END\n"))
         self.assertIn("serve done checksum_ok=1", self.read("serve.out"))
+
+    def test_leak_check_of_a_daemon_goes_to_the_settings_log(self):
+        # A process with no terminal: check_unreachable_on_signal alone from the setting, the
+        # reports in the setting's log file, not on the process's stderr; `leaks -p` reads
+        # the setting to see that the process answers the check signal.
+        r = self.namespace("""
+            "$CLI" debug --system enable --program mu_injected -o check_unreachable_on_signal \
+                --log "$D/md.%p.log"
+            mkfifo "$D/in"
+            env -i "$MU" - < "$D/in" > "$D/mu.out" 2> "$D/mu.err" &
+            exec 3> "$D/in"
+            until grep -q READY "$D/mu.out"; do sleep 0.1; done
+            "$CLI" leaks -p $! > "$D/leaks.out"
+            exec 3>&-
+            wait $!
+            echo "pid=$!" >> "$D/mu.out"
+        """)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = self.read("mu.out")
+        self.assertIn("\ndone\n", out)
+        self.assertEqual(self.read("mu.err"), "")
+        report = self.read("leaks.out")
+        self.assertRegex(report, r"^  \d+ bytes in 4 unreachable allocations\n")
+        self.assertIn("  Allocations not tracked: no allocation backtraces", report)
+        pid = re.search(r"pid=(\d+)", out).group(1)
+        log = self.read("md.%s.log" % pid)
+        self.assertRegex(log, r"mu_injected\[%s\] memunreachable: \d+ bytes in 4 allocations "
+                         r"unreachable" % pid)
 
 
 class Unit(unittest.TestCase):
