@@ -93,7 +93,7 @@ static void usage(FILE *out)
         "  heapscope debug --system enable -o \"guard backtrace\" --program myworker\n");
 }
 
-enum { OPT_PROGRAM = 'P', OPT_SYSTEM = 256, OPT_UNIT, OPT_REMOVE, OPT_ROOT };
+enum { OPT_SYSTEM = 256, OPT_UNIT, OPT_REMOVE, OPT_ROOT };
 
 /* --system / --unit: the setting is written for processes started later; no program runs. */
 static int system_or_unit(const char *system, const char *unit, bool remove,
@@ -113,7 +113,7 @@ int hs_cmd_debug(int argc, char **argv)
 {
     static const struct option long_options[] = {
         {"options", required_argument, NULL, 'o'},
-        {"program", required_argument, NULL, OPT_PROGRAM},
+        {"program", required_argument, NULL, 'P'},
         {"log", required_argument, NULL, 'l'},
         {"system", required_argument, NULL, OPT_SYSTEM},
         {"unit", required_argument, NULL, OPT_UNIT},
@@ -133,6 +133,12 @@ int hs_cmd_debug(int argc, char **argv)
             options = optarg;
             options_given = true;
             break;
+        case 'P':
+            program = optarg;
+            break;
+        case 'l':
+            log_file = optarg;
+            break;
         case OPT_SYSTEM:
             system = optarg;
             break;
@@ -144,12 +150,6 @@ int hs_cmd_debug(int argc, char **argv)
             break;
         case OPT_ROOT:
             root = optarg;
-            break;
-        case OPT_PROGRAM:
-            program = optarg;
-            break;
-        case 'l':
-            log_file = optarg;
             break;
         case 'h':
             usage(stdout);
