@@ -111,8 +111,7 @@ int hs_make_directories(const char *command, const char *dir, mode_t mode);
  * return 0 or -1 after printing why; *removed says whether there was a line. */
 bool hs_preload_list_find(const char *path, const char *name, char *out, size_t cap);
 int hs_preload_list_add(const char *command, const char *path, const char *lib);
-int hs_preload_list_remove(const char *command, const char *path, const char *name,
-                           bool *removed);
+int hs_preload_list_remove(const char *command, const char *path, const char *name, bool *removed);
 
 /* The library at path (shown as `shown`: its path as the loader will see it) can be
  * preloaded: a regular file, an ELF shared object of this machine's class and architecture,

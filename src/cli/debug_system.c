@@ -126,12 +126,12 @@ static int disable(const struct hs_debug_setting *s, const struct system_paths *
     /* Its directory too, when nothing else is in it (it was made for the setting). */
     if (had_setting && rmdir(p->setting_dir) != 0 && errno != ENOTEMPTY && errno != EEXIST &&
         errno != ENOENT && errno != EBUSY)
-        fprintf(stderr, "heapscope debug: cannot remove %s: %s\n", p->setting_dir,
-                strerror(errno));
+        fprintf(stderr, "heapscope debug: cannot remove %s: %s\n", p->setting_dir, strerror(errno));
     (void)s;
     if (!removed && !had_setting) {
-        fprintf(stderr, "heapscope debug: malloc debug was not on for the whole system (%s has "
-                        "no %s line, %s does not exist)\n",
+        fprintf(stderr,
+                "heapscope debug: malloc debug was not on for the whole system (%s has "
+                "no %s line, %s does not exist)\n",
                 p->preload, SHIM_NAME, p->setting);
         return 0;
     }
@@ -150,8 +150,10 @@ static int status(const struct hs_debug_setting *s, const struct system_paths *p
     static struct hs_md_setting setting;
     enum hs_md_setting_status st = hs_md_setting_read(p->setting, &setting, why, sizeof(why));
     bool on = listed && st == HS_MD_SETTING_OK && setting.options;
-    printf("malloc debug for the whole system: %s\n",
-           on ? "on" : !listed && st == HS_MD_SETTING_ABSENT ? "off" : "incomplete (see below)");
+    printf("malloc debug for the whole system: %s\n", on ? "on"
+                                                      : !listed && st == HS_MD_SETTING_ABSENT
+                                                          ? "off"
+                                                          : "incomplete (see below)");
     char in_root[PATH_MAX];
     if (listed)
         printf("  %s: %s%s\n", p->preload, lib,
@@ -169,7 +171,8 @@ static int status(const struct hs_debug_setting *s, const struct system_paths *p
         printf("  %s:\n", p->setting);
         printf("    options: %s\n", setting.options ? setting.options : "(none: stays off)");
         printf("    program: %s\n", setting.program ? setting.program : "(every program)");
-        printf("    log:     %s\n", setting.log_file ? setting.log_file : "(each program's stderr)");
+        printf("    log:     %s\n",
+               setting.log_file ? setting.log_file : "(each program's stderr)");
     }
     return 0;
 }

@@ -29,14 +29,14 @@
 static bool unit_name(const char *name, char *out, size_t cap)
 {
     size_t len = strlen(name);
-    bool ok = len > 0 && len < 200 && name[0] != '.' &&
-              strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.\\@") ==
-                  len;
+    bool ok =
+        len > 0 && len < 200 && name[0] != '.' &&
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:-_.\\@") ==
+            len;
     const char *dot = strrchr(name, '.');
     if (ok && dot && strcmp(dot, ".service") != 0) {
         fprintf(stderr,
-                "heapscope debug: --unit takes a service (NAME or NAME.service), not '%s'\n",
-                name);
+                "heapscope debug: --unit takes a service (NAME or NAME.service), not '%s'\n", name);
         return false;
     }
     if (!ok) {
@@ -92,12 +92,14 @@ static void reload(const struct hs_debug_setting *s, const char *unit, bool remo
     while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        fprintf(stderr, "heapscope debug: ran 'systemctl daemon-reload'; now %s: systemctl "
-                        "restart %s\n",
+        fprintf(stderr,
+                "heapscope debug: ran 'systemctl daemon-reload'; now %s: systemctl "
+                "restart %s\n",
                 then, unit);
     else
-        fprintf(stderr, "heapscope debug: 'systemctl daemon-reload' failed; run it, then %s: "
-                        "systemctl restart %s\n",
+        fprintf(stderr,
+                "heapscope debug: 'systemctl daemon-reload' failed; run it, then %s: "
+                "systemctl restart %s\n",
                 then, unit);
 }
 
@@ -142,8 +144,8 @@ static int add(const struct hs_debug_setting *s, const char *unit, const char *d
     free(text);
     if (rc != 0)
         return rc;
-    fprintf(stderr, "heapscope debug: wrote %s: %s runs with \"%s\"%s%s\n", path, unit,
-            s->options, s->log_file ? "; reports go to " : "; reports go to its log (stderr)",
+    fprintf(stderr, "heapscope debug: wrote %s: %s runs with \"%s\"%s%s\n", path, unit, s->options,
+            s->log_file ? "; reports go to " : "; reports go to its log (stderr)",
             s->log_file ? s->log_file : "");
     reload(s, unit, false);
     return 0;
@@ -157,8 +159,8 @@ static int remove_drop_in(const struct hs_debug_setting *s, const char *unit, co
         return 2;
     }
     if (access(path, F_OK) != 0) {
-        fprintf(stderr, "heapscope debug: %s has no heapscope drop-in (%s does not exist)\n",
-                unit, path);
+        fprintf(stderr, "heapscope debug: %s has no heapscope drop-in (%s does not exist)\n", unit,
+                path);
         return 0;
     }
     if (hs_remove_file("debug", path) != 0)

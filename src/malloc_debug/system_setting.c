@@ -36,8 +36,8 @@ static bool name_is(const char *name, size_t len, const char *want)
     return strlen(want) == len && memcmp(name, want, len) == 0;
 }
 
-enum hs_md_setting_status hs_md_setting_parse(struct hs_md_setting *s, size_t len,
-                                              const char *path, char *why, size_t cap)
+enum hs_md_setting_status hs_md_setting_parse(struct hs_md_setting *s, size_t len, const char *path,
+                                              char *why, size_t cap)
 {
     s->options = s->program = s->log_file = NULL;
     s->text[len] = '\0';
@@ -88,8 +88,8 @@ enum hs_md_setting_status hs_md_setting_parse(struct hs_md_setting *s, size_t le
             return HS_MD_SETTING_BAD;
         }
         if (value_len > max) {
-            hs_format(why, cap, "%s:%d: %.*s is longer than %zu bytes", path, number,
-                      (int)name_len, name, max);
+            hs_format(why, cap, "%s:%d: %.*s is longer than %zu bytes", path, number, (int)name_len,
+                      name, max);
             return HS_MD_SETTING_BAD;
         }
         *value_end = '\0'; /* the blank or newline after it, or the final NUL */

@@ -25,7 +25,7 @@
 
 #include <stddef.h>
 
-#define HS_MD_SETTING_MAX 8192     /* bytes of the file */
+#define HS_MD_SETTING_MAX 8192        /* bytes of the file */
 #define HS_MD_SETTING_PROGRAM_MAX 255 /* as LIBC_DEBUG_MALLOC_PROGRAM's buffer in init.c */
 
 /* The build's path of the setting file. */
@@ -51,7 +51,7 @@ enum hs_md_setting_status hs_md_setting_read(const char *path, struct hs_md_sett
                                              size_t cap);
 
 /* Parses s->text (len bytes, a copy of a setting file named path in messages) in place. */
-enum hs_md_setting_status hs_md_setting_parse(struct hs_md_setting *s, size_t len,
-                                              const char *path, char *why, size_t cap);
+enum hs_md_setting_status hs_md_setting_parse(struct hs_md_setting *s, size_t len, const char *path,
+                                              char *why, size_t cap);
 
 #endif
