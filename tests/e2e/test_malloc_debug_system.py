@@ -18,6 +18,8 @@ from e2e import BUGS, CLI, DIVIDER, clean_env
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
 MU_INJECTED = os.environ["HS_MU_INJECTED"]
 SETTING = "/etc/heapscope/malloc_debug.conf"
+PRERM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "dist", "debian",
+                     "prerm")
 USAGE_1 = "For malloc debug option descriptions go to:"
 
 
@@ -263,6 +265,33 @@ class WholeMachine(unittest.TestCase):
         log = self.read("md.%s.log" % pid)
         self.assertRegex(log, r"mu_injected\[%s\] memunreachable: \d+ bytes in 4 allocations "
                          r"unreachable" % pid)
+
+    def test_package_removal_takes_it_off_the_machine(self):
+        # The Debian package's prerm runs 'heapscope debug --system disable' on removal (not on
+        # upgrade): /etc/ld.so.preload must not keep naming a library that is about to go.
+        # /usr/bin/heapscope is the build's command here, through an overlay of /usr/bin.
+        extra = os.path.join(self.dir, "bin")
+        os.mkdir(extra)
+        with open(os.path.join(extra, "heapscope"), "w") as f:
+            f.write('#!/bin/sh\nexec "%s" "$@"\n' % CLI)
+        os.chmod(os.path.join(extra, "heapscope"), 0o755)
+        r = self.namespace("""
+            mount -t overlay overlay -o lowerdir="$D/bin":/usr/bin /usr/bin 2> "$D/overlay.err" \
+                || { echo "no overlay: $(cat "$D/overlay.err")"; exit 0; }
+            "$CLI" debug --system enable -o guard
+            sh "$PRERM" upgrade
+            cp /etc/ld.so.preload "$D/after.upgrade"
+            sh "$PRERM" remove
+            test ! -e /etc/ld.so.preload
+            test ! -e /etc/heapscope
+            sh "$PRERM" remove
+        """, {"PRERM": PRERM})
+        if r.stdout.startswith("no overlay"):
+            self.skipTest("cannot mount an overlay over /usr/bin here: " + r.stdout)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(self.dir, "after.upgrade")) as f:
+            self.assertIn("libmalloc_debug.so", f.read())
+        self.assertIn("malloc debug is off for programs started from now on", r.stderr)
 
 
 class Unit(unittest.TestCase):
