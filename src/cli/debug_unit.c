@@ -62,6 +62,22 @@ static void environment_line(char *out, size_t cap, size_t *len, const char *nam
     *len += (size_t)snprintf(out + *len, cap - *len, "\"\n");
 }
 
+/* An executable named name in a directory of $PATH. */
+static bool on_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    char dir[PATH_MAX], file[PATH_MAX + 64];
+    for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+        size_t n = strcspn(p, ":");
+        snprintf(dir, sizeof(dir), "%.*s", (int)n, p);
+        snprintf(file, sizeof(file), "%s/%s", n ? dir : ".", name);
+        if (access(file, X_OK) == 0)
+            return true;
+        p += n + (p[n] == ':');
+    }
+    return false;
+}
+
 /* systemd runs this machine, and the drop-in is for it (no --root): `systemctl daemon-reload`
  * makes it read the drop-in now. Says what was done, or what is left to do. */
 static void reload(const struct hs_debug_setting *s, const char *unit, bool removed)
@@ -73,11 +89,11 @@ static void reload(const struct hs_debug_setting *s, const char *unit, bool remo
                 s->root, then);
         return;
     }
-    if (access("/run/systemd/system", F_OK) != 0) {
+    if (access("/run/systemd/system", F_OK) != 0 || !on_path("systemctl")) {
         fprintf(stderr,
-                "heapscope debug: this system is not running systemd: it reads the drop-in when "
-                "it next starts (or run 'systemctl daemon-reload'); then %s: systemctl restart "
-                "%s\n",
+                "heapscope debug: this system is not running systemd (or has no systemctl): it "
+                "reads the drop-in when it next starts (or run 'systemctl daemon-reload'); then "
+                "%s: systemctl restart %s\n",
                 then, unit);
         return;
     }

@@ -293,6 +293,33 @@ class WholeMachine(unittest.TestCase):
             self.assertIn("libmalloc_debug.so", f.read())
         self.assertIn("malloc debug is off for programs started from now on", r.stderr)
 
+    def test_unit_on_a_machine_run_by_systemd(self):
+        # Without --root on a machine booted with systemd (/run/systemd/system; here a tmpfs
+        # over /run in the namespace), the command runs 'systemctl daemon-reload' (here a
+        # stand-in that records its arguments) and says to restart the service.
+        fake = os.path.join(self.dir, "fakebin")
+        os.mkdir(fake)
+        with open(os.path.join(fake, "systemctl"), "w") as f:
+            f.write('#!/bin/sh\necho "$@" >> "$D/systemctl.calls"\n')
+        os.chmod(os.path.join(fake, "systemctl"), 0o755)
+        r = self.namespace("""
+            mount -t tmpfs none /run
+            mkdir -p /run/systemd/system
+            export PATH="$D/fakebin:$PATH"
+            "$CLI" debug --unit web -o backtrace
+            cp /etc/systemd/system/web.service.d/heapscope-malloc-debug.conf "$D/drop-in"
+            "$CLI" debug --unit web --remove
+            test ! -e /etc/systemd/system/web.service.d
+        """)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.read("systemctl.calls"), "daemon-reload\ndaemon-reload\n")
+        self.assertIn("ran 'systemctl daemon-reload'; now restart the service to run it under "
+                      "malloc debug: systemctl restart web.service", r.stderr)
+        self.assertIn("ran 'systemctl daemon-reload'; now restart the service to run it "
+                      "without malloc debug: systemctl restart web.service", r.stderr)
+        self.assertIn('Environment="LIBC_DEBUG_MALLOC_OPTIONS=backtrace"\n', self.read("drop-in"))
+        self.assertFalse(os.path.exists(os.path.join(self.etc, "systemd/system/web.service.d")))
+
 
 class Unit(unittest.TestCase):
     def setUp(self):
