@@ -8,8 +8,8 @@
  * preloaded libraries that might allocate, as `heapscope debug` puts it first in LD_PRELOAD),
  * replacing a line of an older installation in place; removing takes exactly that line out,
  * its newline with it, so that adding then removing gives back the file byte for byte. A file
- * left empty is removed (the file did not exist, or held only our line). Every write goes
- * through hs_replace_file.
+ * left empty is removed (the file did not exist, or held only our line); a symbolic link is
+ * kept and the file it names replaced. Every write goes through hs_replace_file.
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The line [start, end) without blanks around it names a library whose file name is name. */
 static bool line_names(const char *start, const char *end, const char *name)
@@ -153,8 +154,12 @@ int hs_preload_list_remove(const char *command, const char *path, const char *na
         fprintf(stderr, "heapscope %s: out of memory\n", command);
         rc = -1;
     } else if (*removed) {
-        rc = out_len == 0 ? hs_remove_file(command, path)
-                          : hs_replace_file(command, path, out, out_len, 0644);
+        /* Left empty: removed, unless it is a link (the file it names is emptied instead, so
+         * that no copy of our line is left behind where the link pointed). */
+        struct stat st;
+        bool link = lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+        rc = out_len == 0 && !link ? hs_remove_file(command, path)
+                                   : hs_replace_file(command, path, out, out_len, 0644);
     }
     free(out);
     free(text);

@@ -363,6 +363,37 @@ class Unit(unittest.TestCase):
         self.assertFalse(os.path.exists(d))
         self.assertIn("removed %s/heapscope-malloc-debug.conf" % d, r.stderr)
 
+    def test_system_files_of_an_image_behind_a_link(self):
+        # --system with --root, /etc/ld.so.preload a symbolic link (as some images have it):
+        # the file it names is edited, the link stays.
+        etc = os.path.join(self.root, "etc")
+        os.makedirs(etc)
+        real = os.path.join(etc, "preload.real")
+        with open(real, "w") as f:
+            f.write("/lib/other.so\n")
+        os.symlink(real, os.path.join(etc, "ld.so.preload"))
+        r = self.cli("--system", "enable", "-o", "guard", "--program", "web")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.islink(os.path.join(etc, "ld.so.preload")))
+        with open(real) as f:
+            self.assertEqual(f.read(), self.lib + "\n/lib/other.so\n")
+        with open(os.path.join(etc, "heapscope/malloc_debug.conf")) as f:
+            lines = [l for l in f.read().splitlines() if not l.startswith("#")]
+        self.assertEqual(lines, ["LIBC_DEBUG_MALLOC_OPTIONS=guard", "LIBC_DEBUG_MALLOC_PROGRAM=web"])
+        r = self.cli("--system", "disable")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.islink(os.path.join(etc, "ld.so.preload")))
+        with open(real) as f:
+            self.assertEqual(f.read(), "/lib/other.so\n")
+        # Only our line in it: emptied, and the link kept.
+        with open(real, "w") as f:
+            f.write("")
+        self.assertEqual(self.cli("--system", "enable", "-o", "guard").returncode, 0)
+        self.assertEqual(self.cli("--system", "disable").returncode, 0)
+        self.assertTrue(os.path.islink(os.path.join(etc, "ld.so.preload")))
+        self.assertEqual(os.path.getsize(real), 0)
+        self.assertFalse(os.path.exists(os.path.join(etc, "heapscope")))
+
     def test_refusals(self):
         r = self.cli("--unit", "web.socket", "-o", "backtrace")
         self.assertEqual(r.returncode, 2)
