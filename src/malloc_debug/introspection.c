@@ -16,6 +16,7 @@
 
 #include "log.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
@@ -103,19 +104,27 @@ HS_EXPORT int malloc_iterate(uintptr_t base, size_t size,
     return 0;
 }
 
-/* heapscope's own, for libmemunreachable (not in the public header): 1 when the program's
- * blocks are glibc's chunks that this shim does not track (a pass-through, or malloc debug
- * without backtrace, leak_track, free_track and verify_pointers: check_unreachable_on_signal
- * alone), so that an unreachable-memory check must walk glibc's heap instead of calling
- * malloc_iterate. 0 when the shim tracks them, or when page_guard puts every block on pages
- * of its own, which a walk of glibc's heap would not see. (sample_guard's few blocks are
- * missed by that walk: a leak among them goes unreported, none is invented.) */
-HS_EXPORT int heapscope_malloc_debug_untracked_glibc_blocks(void)
+/* heapscope's own, for libmemunreachable (not in the public header): how an unreachable-
+ * memory check finds the program's blocks.
+ *   0  this shim tracks them: malloc_iterate;
+ *   1  they are glibc's chunks, served by this shim, which does not track them (a
+ *      pass-through, or malloc debug without backtrace, leak_track, free_track and
+ *      verify_pointers: check_unreachable_on_signal alone): walk glibc's heap (sample_guard's
+ *      few blocks are missed by that walk: a leak among them goes unreported, none is
+ *      invented);
+ *   2  untracked, and page_guard puts every block on pages of its own, which a walk of
+ *      glibc's heap would not see: no check;
+ *   3  this copy is not the malloc the program calls (an embedded copy under another
+ *      allocator): it sees no block, and neither would a walk of glibc's heap. */
+HS_EXPORT int heapscope_malloc_debug_heap_source(void)
 {
-    int mode = hs_md_init();
-    if (mode != HS_MD_DEBUG)
+    if (dlsym(RTLD_DEFAULT, "malloc") != (void *)hs_md_self_malloc)
+        return 3;
+    if (hs_md_init() != HS_MD_DEBUG)
         return 1;
-    return !hs_md.track && !hs_md.page_guard;
+    if (hs_md.track)
+        return 0;
+    return hs_md.page_guard ? 2 : 1;
 }
 
 /* heapscope's own, for libmemunreachable (which has its own copy of the log): the log file

@@ -61,12 +61,13 @@ static void ignore_block(uintptr_t ptr, size_t size, void *arg)
  * allocations (check_unreachable_on_signal alone): their reports say so. */
 static int g_untracked_shim;
 
-/* The shim serving the program leaves its blocks to glibc untracked (introspection.c). */
-static bool shim_blocks_untracked(void)
+/* How the malloc debug shim says its blocks are found (introspection.c): 0 malloc_iterate,
+ * 1 a walk of glibc's heap, 2 untracked under page_guard, 3 another allocator; -1 when there
+ * is no shim. */
+static int shim_heap_source(void)
 {
-    int (*untracked)(void) =
-        (int (*)(void))dlsym(RTLD_DEFAULT, "heapscope_malloc_debug_untracked_glibc_blocks");
-    return untracked && untracked() == 1;
+    int (*source)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "heapscope_malloc_debug_heap_source");
+    return source ? source() : -1;
 }
 
 /* The allocator introspection of whichever malloc debug copy serves the program, or, in a
@@ -78,7 +79,17 @@ static bool find_heap_source(struct hs_mu_heap_source *heap)
         hs_mu_glibc_heap_source(heap);
         return true;
     }
-    if (shim_blocks_untracked()) {
+    int source = shim_heap_source();
+    if (source == 2 || source == 3) {
+        mu_log("cannot check for unreachable memory: %s",
+               source == 2 ? "allocations are not tracked and page_guard keeps them off "
+                             "glibc's heap; add verify_pointers or backtrace to "
+                             "LIBC_DEBUG_MALLOC_OPTIONS"
+                           : "the program's malloc is another allocator's, neither glibc's nor "
+                             "heapscope's");
+        return false;
+    }
+    if (source == 1) {
         if (!hs_mu_glibc_walkable()) {
             mu_log("cannot check for unreachable memory: allocations are not tracked and this "
                    "glibc (before 2.32) cannot be walked; add verify_pointers or backtrace to "
@@ -100,9 +111,8 @@ static bool find_heap_source(struct hs_mu_heap_source *heap)
         return false;
     }
     if (heap->iterate(0, 0, ignore_block, NULL) != 0) {
-        mu_log("cannot check for unreachable memory: allocations are not tracked and "
-               "page_guard keeps them off glibc's heap; add verify_pointers or backtrace to "
-               "LIBC_DEBUG_MALLOC_OPTIONS");
+        mu_log("cannot check for unreachable memory: allocations are not tracked; add "
+               "verify_pointers or backtrace to LIBC_DEBUG_MALLOC_OPTIONS");
         return false;
     }
     return true;

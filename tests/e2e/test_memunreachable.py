@@ -1,4 +1,5 @@
 """End-to-end: the unreachable-memory detector in real programs, and `heapscope leaks`."""
+import ctypes.util
 import os
 import re
 import signal
@@ -122,6 +123,19 @@ class Detector(Case):
                 self.expect(v, "load1", 1, 777)
                 self.expect(v, "load2", 1, 777)  # twice: the same answer
                 self.assertEqual(v["signals_after"], "1", "signals still delivered")
+
+
+class UnderAnotherAllocator(Case):
+    @unittest.skipUnless(ctypes.util.find_library("jemalloc"), "jemalloc is not installed")
+    def test_check_refused_not_empty(self):
+        # jemalloc preloaded: the program's malloc is neither glibc's nor heapscope's, and the
+        # library's own copy of the tracking stays off. The check must fail and say why, never
+        # walk glibc's (unused) heap and call it clean.
+        proc, values = run_leaks("basic", env_extra={
+            "LD_PRELOAD": ctypes.util.find_library("jemalloc")})
+        self.assertNotEqual(values.get("clean_ok"), "1", proc.stdout)
+        self.assertIn("memunreachable: cannot check for unreachable memory: the program's malloc "
+                      "is another allocator's, neither glibc's nor heapscope's", proc.stderr)
 
 
 class Command(Case):
