@@ -90,6 +90,14 @@ int hs_debug_unit(const char *unit, bool remove, const struct hs_debug_setting *
  * prints why not. */
 bool hs_debug_check_setting(const struct hs_debug_setting *s);
 
+/* The shim's file name, as ld.so.preload and LD_PRELOAD lines name it. */
+#define HS_MD_SHIM_NAME "libmalloc_debug.so"
+
+/* What --system enable and --unit do before writing: checks the setting, finds the shim
+ * (lib, PATH_MAX bytes: the path the preload line will name) and checks that it loads where
+ * that line points under s->root. Returns 0, or the command's exit status (2: bad setting). */
+int hs_debug_prepare_shim(const struct hs_debug_setting *s, char *lib);
+
 /* root + path into out ("/etc/x" under NULL or "/" is "/etc/x"); -1 when it does not fit. */
 int hs_root_path(const char *root, const char *path, char *out, size_t cap);
 

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #define PRELOAD_LIST "/etc/ld.so.preload"
-#define SHIM_NAME "libmalloc_debug.so"
 
 struct system_paths {
     char preload[PATH_MAX];     /* ld.so.preload under the root */
@@ -88,14 +87,10 @@ static bool reads_back(const struct hs_debug_setting *s, const char *text, size_
 
 static int enable(const struct hs_debug_setting *s, const struct system_paths *p)
 {
-    if (!hs_debug_check_setting(s))
-        return 2;
-    char lib[PATH_MAX], lib_in_root[PATH_MAX];
-    if (hs_find_library(SHIM_NAME, lib, sizeof(lib)) != 0)
-        return 1;
-    if (hs_root_path(s->root, lib, lib_in_root, sizeof(lib_in_root)) != 0 ||
-        !hs_check_preload_library("debug", lib_in_root, lib, s->root == NULL))
-        return 1;
+    char lib[PATH_MAX];
+    int rc = hs_debug_prepare_shim(s, lib);
+    if (rc != 0)
+        return rc;
     static char text[HS_MD_SETTING_MAX * 2];
     setting_text(s, text, sizeof(text));
     if (!reads_back(s, text, strlen(text)))
@@ -118,7 +113,7 @@ static int enable(const struct hs_debug_setting *s, const struct system_paths *p
 static int disable(const struct hs_debug_setting *s, const struct system_paths *p)
 {
     bool removed;
-    if (hs_preload_list_remove("debug", p->preload, SHIM_NAME, &removed) != 0)
+    if (hs_preload_list_remove("debug", p->preload, HS_MD_SHIM_NAME, &removed) != 0)
         return 1;
     bool had_setting = access(p->setting, F_OK) == 0;
     if (hs_remove_file("debug", p->setting) != 0)
@@ -132,7 +127,7 @@ static int disable(const struct hs_debug_setting *s, const struct system_paths *
         fprintf(stderr,
                 "heapscope debug: malloc debug was not on for the whole system (%s has "
                 "no %s line, %s does not exist)\n",
-                p->preload, SHIM_NAME, p->setting);
+                p->preload, HS_MD_SHIM_NAME, p->setting);
         return 0;
     }
     fprintf(stderr,
@@ -146,7 +141,7 @@ static int disable(const struct hs_debug_setting *s, const struct system_paths *
 static int status(const struct hs_debug_setting *s, const struct system_paths *p)
 {
     char lib[PATH_MAX], why[512];
-    bool listed = hs_preload_list_find(p->preload, SHIM_NAME, lib, sizeof(lib));
+    bool listed = hs_preload_list_find(p->preload, HS_MD_SHIM_NAME, lib, sizeof(lib));
     static struct hs_md_setting setting;
     enum hs_md_setting_status st = hs_md_setting_read(p->setting, &setting, why, sizeof(why));
     bool on = listed && st == HS_MD_SETTING_OK && setting.options;
@@ -162,7 +157,7 @@ static int status(const struct hs_debug_setting *s, const struct system_paths *p
                    ? " (missing: every program will say that it cannot preload it)"
                    : "");
     else
-        printf("  %s: no %s line\n", p->preload, SHIM_NAME);
+        printf("  %s: no %s line\n", p->preload, HS_MD_SHIM_NAME);
     if (st == HS_MD_SETTING_ABSENT) {
         printf("  %s: none\n", p->setting);
     } else if (st == HS_MD_SETTING_BAD) {

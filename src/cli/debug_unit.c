@@ -23,7 +23,6 @@
 
 #define UNIT_DIR "/etc/systemd/system"
 #define DROP_IN_NAME "heapscope-malloc-debug.conf"
-#define SHIM_NAME "libmalloc_debug.so"
 
 /* A unit name systemd accepts (letters, digits, ":-_.\@"); NAME alone means NAME.service. */
 static bool unit_name(const char *name, char *out, size_t cap)
@@ -122,14 +121,10 @@ static void reload(const struct hs_debug_setting *s, const char *unit, bool remo
 static int add(const struct hs_debug_setting *s, const char *unit, const char *dir,
                const char *path)
 {
-    if (!hs_debug_check_setting(s))
-        return 2;
-    char lib[PATH_MAX], lib_in_root[PATH_MAX];
-    if (hs_find_library(SHIM_NAME, lib, sizeof(lib)) != 0)
-        return 1;
-    if (hs_root_path(s->root, lib, lib_in_root, sizeof(lib_in_root)) != 0 ||
-        !hs_check_preload_library("debug", lib_in_root, lib, s->root == NULL))
-        return 1;
+    char lib[PATH_MAX];
+    int rc = hs_debug_prepare_shim(s, lib);
+    if (rc != 0)
+        return rc;
     /* Every character of a value may double: room for that. */
     size_t cap = 2 * (strlen(s->options) + strlen(lib) + (s->program ? strlen(s->program) : 0) +
                       (s->log_file ? strlen(s->log_file) : 0)) +
@@ -153,7 +148,7 @@ static int add(const struct hs_debug_setting *s, const char *unit, const char *d
         environment_line(text, cap, &len, "LIBC_DEBUG_MALLOC_PROGRAM", s->program);
     if (s->log_file)
         environment_line(text, cap, &len, "HEAPSCOPE_LOG_FILE", s->log_file);
-    int rc = hs_make_directories("debug", dir, 0755) == 0 &&
+    rc = hs_make_directories("debug", dir, 0755) == 0 &&
                      hs_replace_file("debug", path, text, len, 0644) == 0
                  ? 0
                  : 1;

@@ -97,3 +97,16 @@ bool hs_debug_check_setting(const struct hs_debug_setting *s)
     }
     return s->root != NULL || hs_check_shim_files("debug", &cfg, false);
 }
+
+int hs_debug_prepare_shim(const struct hs_debug_setting *s, char *lib)
+{
+    if (!hs_debug_check_setting(s))
+        return 2;
+    char lib_in_root[PATH_MAX];
+    if (hs_find_library(HS_MD_SHIM_NAME, lib, PATH_MAX) != 0)
+        return 1;
+    if (hs_root_path(s->root, lib, lib_in_root, sizeof(lib_in_root)) != 0 ||
+        !hs_check_preload_library("debug", lib_in_root, lib, s->root == NULL))
+        return 1;
+    return 0;
+}
