@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -129,4 +130,26 @@ const char *hs_environ_value(const char *env, size_t len, const char *name)
         if (strncmp(env + i, name, name_len) == 0 && env[i + name_len] == '=')
             return env + i + name_len + 1;
     return NULL;
+}
+
+pid_t hs_program_of_command(pid_t pid)
+{
+    char exe[64], target[PATH_MAX], self[PATH_MAX];
+    snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(exe, target, sizeof(target) - 1);
+    ssize_t m = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0 || m <= 0 || n != m || memcmp(target, self, (size_t)n) != 0)
+        return pid;
+    /* A heapscope command: its program is its only child (the task's children list). */
+    char path[96];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    char *children = hs_read_small_file(path, &len);
+    if (!children)
+        return pid;
+    char *end;
+    long child = strtol(children, &end, 10);
+    bool one = child > 0 && end != children && strspn(end, " \n") == strlen(end);
+    free(children);
+    return one ? (pid_t)child : pid;
 }

@@ -9,6 +9,12 @@
  * lines go to stderr from then on (or, with a hook set, the hook is told and they are
  * dropped: a tool whose stderr is its caller's).
  *
+ * Under the heapscope command, HEAPSCOPE_LOG_FD="FD:DEV:INO" names a SOCK_SEQPACKET socket
+ * the command reads (it symbolizes and forwards the lines): lines go there, before the log
+ * file and stderr, as long as descriptor FD is still that socket (fstat at each report).
+ * When the program closed it (or reused the number), or the command is gone (EPIPE; never
+ * SIGPIPE), that is said once on stderr and lines go to the log file or stderr from then on.
+ *
  * A multi-line report is framed by hs_log_begin()/hs_log_end() so that reports from several
  * threads never interleave. The report lock may be re-entered by its owner and is released
  * automatically in a child after fork (the owner's pid no longer matches).
