@@ -135,12 +135,13 @@ static int print_report(const char *text, size_t len, const struct hs_run_option
         return 1;
     }
     struct hs_report_stream_options ro = {run->symbolize, run->supp_file ? &supp : NULL,
-                                          run->supp_file, stdout, NULL, json, "heapscope leaks"};
+                                          run->supp_file, STDOUT_FILENO, NULL, json, "heapscope leaks"};
     struct hs_report_stream *rs = hs_report_stream_new(&ro);
     if (!rs) {
         fputs("heapscope leaks: out of memory\n", stderr);
         return 1;
     }
+    fflush(stdout);
     hs_report_stream_feed(rs, text, len);
     hs_report_stream_finish(rs);
     size_t findings = hs_report_stream_findings(rs);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *out)
 {
@@ -60,7 +61,7 @@ int hs_cmd_symbolize(int argc, char **argv)
             return 1;
         }
     }
-    struct hs_report_stream_options ro = {true, NULL, NULL, stdout, NULL, NULL,
+    struct hs_report_stream_options ro = {true, NULL, NULL, STDOUT_FILENO, NULL, NULL,
                                           "heapscope symbolize"};
     struct hs_report_stream *rs = hs_report_stream_new(&ro);
     char *buf = malloc(65536);
@@ -81,9 +82,5 @@ int hs_cmd_symbolize(int argc, char **argv)
     free(buf);
     if (in != stdin)
         fclose(in);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "heapscope symbolize: writing stdout failed\n");
-        status = 1;
-    }
     return status;
 }

@@ -84,7 +84,7 @@ static void install_forwarding(void)
 }
 
 /* The --log file, %p expanded to the program's pid. */
-static FILE *open_log(const char *pattern, pid_t pid, char *path)
+static int open_log(const char *pattern, pid_t pid, char *path)
 {
     size_t n = 0;
     for (const char *p = pattern; *p && n + 24 < PATH_MAX; p++) {
@@ -96,11 +96,11 @@ static FILE *open_log(const char *pattern, pid_t pid, char *path)
         }
     }
     path[n] = '\0';
-    FILE *f = fopen(path, "ae");
-    if (!f)
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
         fprintf(stderr, "heapscope: cannot write the log file %s: %s; reports go to stderr\n",
                 path, strerror(errno));
-    return f;
+    return fd;
 }
 
 static void exec_child(char **argv, int fd)
@@ -194,11 +194,11 @@ int hs_run_program(char **argv, const struct hs_run_options *o)
     close(sv[1]);
 
     char log_path[PATH_MAX] = "";
-    FILE *out = o->log_file ? open_log(o->log_file, child, log_path) : NULL;
+    int out = o->log_file ? open_log(o->log_file, child, log_path) : -1;
     char command[64];
     snprintf(command, sizeof(command), "heapscope %s", o->command);
     struct hs_report_stream_options ro = {o->symbolize, have_supp ? &supp : NULL, o->supp_file,
-                                          out ? out : stderr, log_path, json, command};
+                                          out >= 0 ? out : STDERR_FILENO, log_path, json, command};
     struct hs_report_stream *rs = hs_report_stream_new(&ro);
     char *buf = malloc(MESSAGE_MAX);
     if (!rs || !buf) {
@@ -235,8 +235,8 @@ int hs_run_program(char **argv, const struct hs_run_options *o)
     size_t findings = hs_report_stream_findings(rs);
     hs_report_stream_free(rs);
     free(buf);
-    if (out)
-        fclose(out);
+    if (out >= 0)
+        close(out);
     if (json && fclose(json) != 0)
         fprintf(stderr, "heapscope %s: writing %s failed: %s\n", o->command, o->json_file,
                 strerror(errno));

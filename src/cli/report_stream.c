@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +68,8 @@ struct hs_report_stream {
     size_t partial_len, partial_cap;
     size_t findings;
     bool failed_symbolizer;
+    size_t out_len;
+    char out_buf[65536];
 };
 
 static void *xmalloc(size_t n)
@@ -152,6 +156,52 @@ size_t hs_report_stream_findings(const struct hs_report_stream *rs)
 }
 
 /* ---- output ---- */
+
+/* Writes what is buffered; a log file that fails (a full disk) is said once on stderr, and
+ * stderr takes over, from the first byte that was not written. */
+static void flush_out(struct hs_report_stream *rs)
+{
+    size_t done = 0;
+    while (done < rs->out_len) {
+        ssize_t w = write(rs->o.out, rs->out_buf + done, rs->out_len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w > 0) {
+            done += (size_t)w;
+            continue;
+        }
+        if (rs->o.out == STDERR_FILENO || rs->o.out == STDOUT_FILENO)
+            break; /* nowhere else to go */
+        int err = w < 0 ? errno : EIO;
+        char note[PATH_MAX + 256];
+        int n = snprintf(note, sizeof(note),
+                         "%s: cannot write the log file %s: %s; reports go to stderr from now "
+                         "on\n",
+                         rs->o.command, rs->o.out_name ? rs->o.out_name : "", strerror(err));
+        if (n > 0 && write(STDERR_FILENO, note, (size_t)n) < 0) {
+            /* stderr is gone too: nothing to tell */
+        }
+        rs->o.out = STDERR_FILENO;
+    }
+    rs->out_len = 0;
+}
+
+static void emit(struct hs_report_stream *rs, const char *s, size_t n)
+{
+    if (rs->out_len + n + 1 > sizeof(rs->out_buf))
+        flush_out(rs);
+    if (n + 1 > sizeof(rs->out_buf)) {
+        n = sizeof(rs->out_buf) - 1; /* longer than any log line: cut */
+    }
+    memcpy(rs->out_buf + rs->out_len, s, n);
+    rs->out_buf[rs->out_len + n] = '\n';
+    rs->out_len += n + 1;
+}
+
+static void emit_str(struct hs_report_stream *rs, const char *s)
+{
+    emit(rs, s, strlen(s));
+}
 
 static void json_string(FILE *j, const char *s)
 {
@@ -250,10 +300,8 @@ static void close_finding(struct hs_report_stream *rs, struct group *g)
         return;
     if (!suppressed(rs, f)) {
         rs->findings++;
-        for (size_t i = 0; i < f->text.n; i++) {
-            fputs(f->text.v[i], rs->o.out);
-            fputc('\n', rs->o.out);
-        }
+        for (size_t i = 0; i < f->text.n; i++)
+            emit_str(rs, f->text.v[i]);
         if (rs->o.json)
             write_json(rs, g, f);
     }
@@ -342,8 +390,7 @@ static void put(struct hs_report_stream *rs, struct group *g, char *line)
         lines_add(&g->f.text, line);
         return;
     }
-    fputs(line, rs->o.out);
-    fputc('\n', rs->o.out);
+    emit_str(rs, line);
     free(line);
 }
 
@@ -549,18 +596,6 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
         put(rs, g, xstrndup(line, len));
 }
 
-/* Flushes; a log file that fails (a full disk) is said once, and stderr takes over. */
-static void check_out(struct hs_report_stream *rs)
-{
-    if (fflush(rs->o.out) == 0 && !ferror(rs->o.out))
-        return;
-    if (rs->o.out == stderr)
-        return;
-    fprintf(stderr, "%s: cannot write the log file %s: %s; reports go to stderr from now on\n",
-            rs->o.command, rs->o.out_name ? rs->o.out_name : "", strerror(errno));
-    rs->o.out = stderr;
-}
-
 void hs_report_stream_feed(struct hs_report_stream *rs, const char *data, size_t len)
 {
     while (len > 0) {
@@ -594,7 +629,7 @@ void hs_report_stream_feed(struct hs_report_stream *rs, const char *data, size_t
         data += n + 1;
         len -= n + 1;
     }
-    check_out(rs);
+    flush_out(rs);
 }
 
 static const char *plural(uint64_t n)
@@ -619,16 +654,23 @@ void hs_report_stream_finish(struct hs_report_stream *rs)
             if (!r->hits)
                 continue;
             any = true;
-            fprintf(rs->o.out, "%s: suppressed %" PRIu64 " %s%s (%" PRIu64 " bytes) with %s:%s "
-                    "(%s:%u)\n", rs->o.command, r->hits, r->kind == HS_SUPP_LEAK ? "leak" : "error",
-                    plural(r->hits), r->bytes, hs_supp_kind_name(r->kind), r->pattern,
-                    rs->o.supp_path, r->line);
+            char line[1024];
+            int n = snprintf(line, sizeof(line),
+                             "%s: suppressed %" PRIu64 " %s%s (%" PRIu64 " bytes) with %s:%s "
+                             "(%s:%u)",
+                             rs->o.command, r->hits, hs_supp_kind_name(r->kind), plural(r->hits),
+                             r->bytes, hs_supp_kind_name(r->kind), r->pattern, rs->o.supp_path,
+                             r->line);
+            emit(rs, line, n > 0 && (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         }
-        if (!any)
-            fprintf(rs->o.out, "%s: no finding matched the suppressions of %s\n", rs->o.command,
-                    rs->o.supp_path);
+        if (!any) {
+            char line[PATH_MAX + 128];
+            snprintf(line, sizeof(line), "%s: no finding matched the suppressions of %s",
+                     rs->o.command, rs->o.supp_path);
+            emit_str(rs, line);
+        }
     }
-    check_out(rs);
+    flush_out(rs);
 }
 
 void hs_report_stream_free(struct hs_report_stream *rs)

@@ -30,9 +30,10 @@ struct hs_report_stream_options {
     bool symbolize;             /* append source lines */
     struct hs_supp_set *supp;   /* or NULL */
     const char *supp_path;      /* for the summary */
-    FILE *out;                  /* where the lines go */
+    int out;                    /* descriptor the lines go to (written with write(2)) */
     const char *out_name;       /* its path when it is a file: once writing it fails, that is
-                                 * said on stderr and the lines go to stderr */
+                                 * said on stderr and the lines (the failed ones too) go to
+                                 * stderr */
     FILE *json;                 /* one JSON object per finding, or NULL */
     const char *command;        /* "heapscope debug", for the summary line */
 };
