@@ -1,0 +1,368 @@
+"""Source lines, suppressions, exit codes and JSON of the live reports (issue 15).
+
+The heapscope command runs the program as its child and reads its report lines: each frame
+line keeps Android's text and gets " FILE:LINE" appended (inlined functions as "(inlined)"
+lines before it); --suppressions leaves findings out, --error-exitcode fails the run, --json
+writes one object per finding. Lines are checked against the source of the test program,
+whose interesting lines carry "LINE:name" comments.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e import CLI, SHIM, DIVIDER, FRAME_RE, clean_env  # noqa: E402
+
+PROG = os.environ["HS_RS_PROG"]
+SOURCE = os.environ["HS_RS_SOURCE"]
+STRIPPED = os.environ["HS_RS_STRIPPED"]
+DEMO = os.environ["HS_DEMO_OVERFLOW"]
+DEMO_SOURCE = os.environ["HS_DEMO_SOURCE"]
+
+PREFIX_RE = re.compile(r"^(?P<prog>[^\[\s]+)\[(?P<pid>\d+)\] (?P<tag>[a-z_]+): (?P<body>.*)$")
+SOURCE_RE = re.compile(r"^(?P<frame>.*\S) (?P<file>[^ /()]+):(?P<line>\d+)$")
+INLINED_RE = re.compile(r"^          #(?P<num>\d\d)  \(inlined\)           (?P<fn>\S+) "
+                        r"(?P<file>[^ ]+):(?P<line>\d+)$")
+
+
+def marked_lines(path):
+    """{name: line number} of the "LINE:name" comments of a source file."""
+    lines = {}
+    with open(path) as f:
+        for number, text in enumerate(f, 1):
+            m = re.search(r"LINE:(\w+)", text)
+            if m:
+                lines[m.group(1)] = number
+    return lines
+
+
+LINES = marked_lines(SOURCE)
+
+
+def cli(args, timeout=120, **kw):
+    return subprocess.run([CLI] + args, capture_output=True, text=True, env=clean_env(),
+                          timeout=timeout, **kw)
+
+
+def bodies(text):
+    return [PREFIX_RE.match(l).group("body") for l in text.splitlines() if PREFIX_RE.match(l)]
+
+
+def frame_of(body, function):
+    """The (file, line) appended to the frame line of `function`, after checking that the
+    rest is Android's frame line, untouched."""
+    m = SOURCE_RE.match(body)
+    if not m:
+        return None
+    f = FRAME_RE.match(m.group("frame"))
+    if not f or f.group("sym") != function:
+        return None
+    return m.group("file"), int(m.group("line"))
+
+
+def sources_of(text, function):
+    return [s for s in (frame_of(b, function) for b in bodies(text)) if s]
+
+
+class Sources(unittest.TestCase):
+    def test_demo_overflow_names_its_line(self):
+        r = cli(["debug", "-o", "guard", "--", DEMO])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        log = bodies(r.stderr)
+        self.assertIn("HAS A CORRUPTED REAR GUARD", "\n".join(log))
+        with open(DEMO_SOURCE) as f:
+            free_line = [n for n, t in enumerate(f, 1) if "free(name);" in t][0]
+        self.assertEqual(sources_of(r.stderr, "main"), [("overflow.c", free_line)], r.stderr)
+
+    def test_error_report_lines(self):
+        r = cli(["debug", "-o", "guard", "--", PROG, "overflow"])
+        self.assertEqual(sources_of(r.stderr, "main"),
+                         [("report_sources.c", LINES["overflow_free"])], r.stderr)
+        # A frame line without a function keeps it that way, with its source after it.
+        for body in bodies(r.stderr):
+            if body.startswith("          #"):
+                plain = SOURCE_RE.match(body)
+                self.assertIsNotNone(FRAME_RE.match(plain.group("frame") if plain else body),
+                                     body)
+
+    def test_leak_track_at_exit(self):
+        r = cli(["debug", "-o", "backtrace leak_track", "--", PROG, "leaks"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sources_of(r.stderr, "first_leak"),
+                         [("report_sources.c", LINES["first_leak"])], r.stderr)
+        self.assertEqual(sources_of(r.stderr, "second_leak"),
+                         [("report_sources.c", LINES["second_leak"])], r.stderr)
+
+    def test_memunreachable_at_exit(self):
+        r = cli(["leaks", "--", PROG, "leaks"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("300 bytes in 2 allocations unreachable", r.stderr)
+        self.assertEqual(sources_of(r.stderr, "first_leak"),
+                         [("report_sources.c", LINES["first_leak"])], r.stderr)
+        self.assertEqual(sources_of(r.stderr, "second_leak"),
+                         [("report_sources.c", LINES["second_leak"])], r.stderr)
+
+    def test_inlined_frame(self):
+        r = cli(["leaks", "--", PROG, "inlined"])
+        log = bodies(r.stderr)
+        i = [n for n, b in enumerate(log) if INLINED_RE.match(b)]
+        self.assertEqual(len(i), 1, r.stderr)
+        m = INLINED_RE.match(log[i[0]])
+        self.assertEqual((m.group("fn"), m.group("file"), int(m.group("line"))),
+                         ("inlined_leak", "report_sources.c", LINES["inlined_leak"]))
+        # Then the frame it was inlined into, same number, with the line of the call.
+        self.assertEqual(frame_of(log[i[0] + 1], "main"),
+                         ("report_sources.c", LINES["inlined_call"]))
+        self.assertEqual(FRAME_RE.match(SOURCE_RE.match(log[i[0] + 1]).group("frame"))
+                         .group("num"), m.group("num"))
+
+    def test_stripped_binary_keeps_the_raw_line(self):
+        r = cli(["debug", "-o", "backtrace leak_track", "--", STRIPPED, "leaks"])
+        own = [b for b in bodies(r.stderr) if STRIPPED in b]
+        self.assertTrue(own, r.stderr)
+        for body in own:
+            self.assertRegex(body, r"^          #\d\d  pc [0-9a-f]{16}  %s$" % re.escape(STRIPPED))
+        # libc's frames still get theirs when its debug information is there.
+
+    def test_no_symbolize(self):
+        r = cli(["debug", "--no-symbolize", "-o", "backtrace leak_track", "--", PROG, "leaks"])
+        frames = [b for b in bodies(r.stderr) if b.startswith("          #")]
+        self.assertTrue(frames)
+        for body in frames:
+            self.assertIsNotNone(FRAME_RE.match(body), body)
+
+    def test_leaks_of_a_running_process(self):
+        server = subprocess.Popen([CLI, "leaks", "--", PROG, "serve"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=clean_env())
+        try:
+            self.assertEqual(server.stdout.readline().strip(), "ready")
+            r = cli(["leaks", "-p", str(server.pid)])
+            self.assertEqual(r.returncode, 23, r.stderr)
+            self.assertEqual(sources_of(r.stdout, "first_leak"), [], "no prefix here")
+            found = [SOURCE_RE.match(l) for l in r.stdout.splitlines()]
+            mains = [(m.group("file"), int(m.group("line"))) for m in found
+                     if m and "(first_leak+" in m.group("frame")]
+            self.assertEqual(mains, [("report_sources.c", LINES["first_leak"])], r.stdout)
+            r = cli(["leaks", "-p", str(server.pid), "--error-exitcode", "7"])
+            self.assertEqual(r.returncode, 7, r.stderr)
+            supp = self.supp_file("leak:first_leak\nleak:second_leak\n")
+            r = cli(["leaks", "-p", str(server.pid), "--suppressions", supp])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("heapscope leaks: suppressed 1 leak (100 bytes) with leak:first_leak",
+                          r.stdout)
+        finally:
+            server.stdin.close()
+            server.wait(timeout=60)
+        self.assertEqual(server.returncode, 0)
+
+    def test_leaks_of_a_clean_running_process(self):
+        server = subprocess.Popen([CLI, "leaks", "--", PROG, "serve_clean"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=clean_env())
+        try:
+            self.assertEqual(server.stdout.readline().strip(), "ready")
+            r = cli(["leaks", "-p", str(server.pid), "--error-exitcode", "7"])
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertTrue(r.stdout.startswith("  0 bytes in 0 unreachable allocations"),
+                            r.stdout)
+        finally:
+            server.stdin.close()
+            server.wait(timeout=60)
+
+    def test_symbolize_a_saved_log(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "md.log")
+            env = clean_env()
+            env.update({"LD_PRELOAD": SHIM, "LIBC_DEBUG_MALLOC_OPTIONS": "backtrace leak_track",
+                        "HEAPSCOPE_LOG_FILE": log})
+            subprocess.run([PROG, "leaks"], env=env, check=True, timeout=60)
+            with open(log) as f:
+                raw = f.read()
+            self.assertEqual(sources_of(raw, "first_leak"), [], "the log has no sources")
+            for args, stdin in (([log], None), ([], raw)):
+                r = cli(["symbolize"] + args, input=stdin)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(sources_of(r.stdout, "first_leak"),
+                                 [("report_sources.c", LINES["first_leak"])], r.stdout)
+                # Nothing else changes: drop the sources and the log comes back.
+                stripped = [SOURCE_RE.sub(r"\g<frame>", l) for l in r.stdout.splitlines()]
+                self.assertEqual([l for l in stripped if "(inlined)" not in l],
+                                 raw.splitlines())
+        r = cli(["symbolize", "/nonexistent/md.log"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot read /nonexistent/md.log", r.stderr)
+
+    def test_program_that_closes_its_descriptors(self):
+        # The report socket is gone: the shim says so once and writes to stderr itself.
+        r = cli(["debug", "-o", "backtrace leak_track", "--", PROG, "closefds"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"malloc_debug: the heapscope command's report stream "
+                                   r"\(descriptor \d+\) was closed by the program; messages "
+                                   r"go to stderr from now on")
+        self.assertIn("leaked block of size 200", r.stderr)
+
+    def supp_file(self, text):
+        return write_supp(self, text)
+
+
+def write_supp(testcase, text):
+    """A suppressions file holding text, removed after the test."""
+    d = tempfile.mkdtemp(prefix="hs-supp-")
+    path = os.path.join(d, "known.supp")
+    with open(path, "w") as f:
+        f.write(text)
+    testcase.addCleanup(lambda: (os.unlink(path), os.rmdir(d)))
+    return path
+
+
+class Suppressions(unittest.TestCase):
+    def supp_file(self, text):
+        return write_supp(self, text)
+
+    def test_one_of_two_leaks(self):
+        supp = self.supp_file("# known leaks\n\nleak:second_leak\n")
+        for command in (["leaks"], ["debug", "-o", "backtrace leak_track"]):
+            r = cli(command + ["--suppressions", supp, "--", PROG, "leaks"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len(sources_of(r.stderr, "first_leak")), 1, r.stderr)
+            self.assertEqual(sources_of(r.stderr, "second_leak"), [], r.stderr)
+            self.assertIn("heapscope %s: suppressed 1 leak (200 bytes) with leak:second_leak "
+                          "(%s:3)\n" % (command[0], supp), r.stderr)
+
+    def test_patterns_match_files_and_libraries(self):
+        # A source file with a wildcard, and a library path: the same leak either way.
+        for rule in ("leak:report_sources.c", "leak:second_*", "leak:^second_leak$"):
+            supp = self.supp_file(rule + "\n")
+            r = cli(["leaks", "--suppressions", supp, "--", PROG, "leaks"])
+            self.assertIn("suppressed", r.stderr, rule)
+        supp = self.supp_file("leak:libc.so*\n")  # every stack runs through libc
+        r = cli(["leaks", "--suppressions", supp, "--", PROG, "leaks"])
+        self.assertIn("suppressed 2 leaks (300 bytes) with leak:libc.so*", r.stderr)
+        supp = self.supp_file("error:first_leak\n")  # an error rule does not touch leaks
+        r = cli(["leaks", "--suppressions", supp, "--", PROG, "leaks"])
+        self.assertIn("no finding matched the suppressions of %s" % supp, r.stderr)
+        self.assertEqual(len(sources_of(r.stderr, "first_leak")), 1)
+
+    def test_error_rule(self):
+        supp = self.supp_file("error:main\n")
+        r = cli(["debug", "--error-exitcode", "9", "--suppressions", supp, "--", PROG,
+                 "overflow"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("CORRUPTED", r.stderr)
+        self.assertIn("suppressed 1 error (10 bytes) with error:main", r.stderr)
+
+    def test_bad_file(self):
+        supp = self.supp_file("leak:a\n# fine\nleek:b\n")
+        for command in (["leaks"], ["debug"]):
+            r = cli(command + ["--suppressions", supp, "--", PROG, "clean"])
+            self.assertEqual(r.returncode, 2)
+            self.assertEqual(r.stdout, "", "the program did not run")
+            self.assertEqual(r.stderr, "heapscope %s: %s:3: not a rule: 'leek:b' (expected "
+                             "leak:PATTERN or error:PATTERN, or a # comment)\n"
+                             % (command[0], supp))
+        r = cli(["leaks", "--suppressions", "/nonexistent/x.supp", "--", PROG, "clean"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cannot read the suppressions file /nonexistent/x.supp", r.stderr)
+
+
+class ExitCodes(unittest.TestCase):
+    def test_errors(self):
+        r = cli(["debug", "--error-exitcode", "42", "--", PROG, "overflow"])
+        self.assertEqual(r.returncode, 42, r.stderr)
+        r = cli(["debug", "--", PROG, "overflow"])
+        self.assertEqual(r.returncode, 0, "without the option: the program's own status")
+
+    def test_leaks(self):
+        for command in (["leaks"], ["debug", "-o", "backtrace leak_track"]):
+            r = cli(command + ["--error-exitcode", "42", "--", PROG, "leaks"])
+            self.assertEqual(r.returncode, 42, r.stderr)
+
+    def test_suppressed_only(self):
+        supp = write_supp(self, "leak:first_leak\nleak:second_leak\n")
+        r = cli(["leaks", "--error-exitcode", "42", "--suppressions", supp, "--", PROG, "leaks"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("suppressed 1 leak (100 bytes) with leak:first_leak", r.stderr)
+
+    def test_clean(self):
+        for command in (["leaks"], ["debug"]):
+            r = cli(command + ["--error-exitcode", "42", "--", PROG, "clean"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = cli(["debug", "--", PROG, "nosuchmode"])
+        self.assertEqual(r.returncode, 2, "the program's own status")
+
+    def test_signals(self):
+        # A program killed by a signal: the command dies of the same signal.
+        r = cli(["debug", "-o", "guard abort_on_error", "--", PROG, "overflow"])
+        self.assertEqual(r.returncode, -signal.SIGABRT, r.stderr)
+        r = cli(["debug", "--error-exitcode", "42", "-o", "guard abort_on_error", "--", PROG,
+                 "overflow"])
+        self.assertEqual(r.returncode, 42, "a finding wins over the signal")
+        r = cli(["debug", "--", "sh", "-c", "kill -TERM $$"])
+        self.assertEqual(r.returncode, -signal.SIGTERM)
+
+    def test_bad_values(self):
+        for value in ("0", "256", "x", ""):
+            r = cli(["debug", "--error-exitcode", value, "--", PROG, "clean"])
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("bad exit code '%s' (1 to 255)" % value, r.stderr)
+
+
+class Json(unittest.TestCase):
+    def test_findings(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "findings.json")
+            r = cli(["leaks", "--json", out, "--", PROG, "leaks"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                found = [json.loads(line) for line in f]
+            self.assertEqual(sorted(x["size"] for x in found), [100, 200])
+            text = r.stderr.splitlines()
+            for x in found:
+                self.assertEqual(x["kind"], "unreachable")
+                self.assertEqual(x["program"], "report_sources")
+                self.assertRegex(x["address"], r"^0x[0-9a-f]+$")
+                # The text lines are the report's, as printed, in order.
+                start = text.index(x["text"][0])
+                self.assertEqual(text[start:start + len(x["text"])], x["text"])
+                top = x["frames"][0]
+                name = "first_leak" if x["size"] == 100 else "second_leak"
+                self.assertEqual((top["function"], top["symbol"], os.path.basename(top["file"]),
+                                  top["line"], top["module"]),
+                                 (name, name, "report_sources.c", LINES[name], PROG))
+                self.assertEqual(top["index"], 0)
+                self.assertRegex(top["pc"], r"^0x[0-9a-f]+$")
+                self.assertIn("#00  pc %016x  " % int(top["pc"], 16), x["text"][1])
+
+    def test_error_and_leak_track(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "findings.json")
+            cli(["debug", "--json", out, "-o", "guard", "--", PROG, "overflow"])
+            with open(out) as f:
+                (err,) = [json.loads(line) for line in f]
+            self.assertEqual(err["kind"], "error")
+            self.assertRegex(err["message"], r"^ALLOCATION 0x[0-9a-f]+ SIZE 10 HAS A CORRUPTED "
+                                             r"REAR GUARD$")
+            self.assertEqual(err["size"], 10)
+            self.assertEqual(err["address"], err["message"].split()[1])
+            self.assertEqual(PREFIX_RE.match(err["text"][0]).group("body"), DIVIDER)
+            mains = [f for f in err["frames"] if f["function"] == "main"]
+            self.assertEqual([(f["stack"], f["line"]) for f in mains],
+                             [("Backtrace at time of failure", LINES["overflow_free"])])
+            cli(["debug", "--json", out, "-o", "backtrace leak_track", "--", PROG, "inlined"])
+            with open(out) as f:
+                (leak,) = [json.loads(line) for line in f]
+            self.assertEqual((leak["kind"], leak["size"]), ("leak", 300))
+            (main,) = [f for f in leak["frames"] if f["function"] == "main"]
+            self.assertEqual(main["line"], LINES["inlined_call"])
+            self.assertEqual([(i["function"], i["line"]) for i in main["inlined"]],
+                             [("inlined_leak", LINES["inlined_leak"])])
+
+
+if __name__ == "__main__":
+    unittest.main()
