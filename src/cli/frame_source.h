@@ -18,27 +18,12 @@
 #ifndef HEAPSCOPE_CLI_FRAME_SOURCE_H
 #define HEAPSCOPE_CLI_FRAME_SOURCE_H
 
+#include "frame_line.h"
 #include "symbolizer.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* A frame line taken apart; pointers into the line (not NUL-terminated: lengths). */
-struct hs_frame_line {
-    unsigned index;       /* #NN */
-    uint64_t rel_pc;      /* after "pc " */
-    const char *path;     /* the module as printed, without " (deleted)" */
-    size_t path_len;
-    bool deleted;         /* " (deleted)" followed the path */
-    const char *function; /* inside "(function+offset)", or NULL */
-    size_t function_len;
-    size_t indent;        /* spaces before '#' */
-};
-
-/* Parses the part of a log line after its "prog[pid] tag: " prefix. False when it is not a
- * frame line. */
-bool hs_frame_line_parse(const char *body, size_t len, struct hs_frame_line *out);
 
 struct hs_frame_source;
 

@@ -35,6 +35,7 @@ static struct {
      * depth and report_fd. */
     _Atomic uint64_t owner;
     int depth;
+    int report_dropped; /* hs_log_drop_report: the current report's lines go nowhere */
     int report_fd;
     int report_pid; /* getpid() when the report began: one system call per report, not line */
     /* A report's lines are gathered here and written together (at hs_log_end, or when full):
@@ -362,11 +363,18 @@ void hs_log_end(void)
     if (--g_log.depth > 0)
         return;
     flush_report();
+    g_log.report_dropped = 0;
     t_owns_report = 0;
     if (g_log.report_fd >= 0)
         close(g_log.report_fd);
     g_log.report_fd = -1;
     atomic_store_explicit(&g_log.owner, 0, memory_order_release);
+}
+
+void hs_log_drop_report(void)
+{
+    if (t_owns_report)
+        g_log.report_dropped = 1;
 }
 
 void hs_vlog(const char *fmt, va_list ap)
@@ -377,6 +385,8 @@ void hs_vlog(const char *fmt, va_list ap)
 void hs_vlog_tag(const char *tag, const char *fmt, va_list ap)
 {
     int in_report = t_owns_report;
+    if (in_report && g_log.report_dropped)
+        return;
     char line[HS_LOG_LINE_MAX];
     int pid = in_report ? g_log.report_pid : (int)getpid();
     size_t n = hs_format(line, sizeof(line), "%s[%d] %s: ", g_log.program, pid, tag);

@@ -53,6 +53,10 @@ void hs_vlog_tag(const char *tag, const char *fmt, va_list ap);
 void hs_log_begin(void);
 void hs_log_end(void);
 
+/* Drops the rest of the calling thread's open report (a suppressed one): its lines, until
+ * the hs_log_end that closes it, go nowhere. No-op outside a report. */
+void hs_log_drop_report(void);
+
 /* Called once, instead of the line on stderr, when the log file cannot be opened or
  * written (err: the errno); the lines after it are dropped. NULL restores the default. */
 typedef void (*hs_log_file_error_fn)(const char *path, int err);

@@ -271,6 +271,55 @@ class Suppressions(unittest.TestCase):
         self.assertIn("cannot read the suppressions file /nonexistent/x.supp", r.stderr)
 
 
+class ShimSuppressions(unittest.TestCase):
+    """The malloc debug option suppressions=FILE, with the shim preloaded by hand: function
+    and library names only (the shim has no line tables)."""
+
+    def preload(self, options, mode):
+        env = clean_env()
+        env.update({"LD_PRELOAD": SHIM, "LIBC_DEBUG_MALLOC_OPTIONS": options})
+        return subprocess.run([PROG, mode], env=env, capture_output=True, text=True,
+                              timeout=60)
+
+    def test_one_of_two_leaks(self):
+        supp = write_supp(self, "leak:second_leak\n")
+        r = self.preload("backtrace leak_track suppressions=" + supp, "leaks")
+        log = bodies(r.stderr)
+        self.assertIn("+++ report_sources leaked block of size 100 at", "\n".join(log))
+        self.assertNotIn("size 200", "\n".join(log))
+        self.assertIn("(leak 1 of 1)", "\n".join(log), "the counts are those left")
+        self.assertEqual(log[-1], "report_sources: suppressed 1 leak (200 bytes) with "
+                                  "leak:second_leak (%s:1)" % supp)
+        supp = write_supp(self, "leak:libc.so*\n")
+        r = self.preload("backtrace leak_track suppressions=" + supp, "leaks")
+        self.assertEqual(bodies(r.stderr), ["report_sources: suppressed 2 leaks (300 bytes) "
+                                            "with leak:libc.so* (%s:1)" % supp])
+
+    def test_error_is_neither_logged_nor_fatal(self):
+        supp = write_supp(self, "error:main\n")
+        r = self.preload("guard abort_on_error suppressions=" + supp, "overflow")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(bodies(r.stderr), ["report_sources: suppressed 1 error with error:main "
+                                            "(%s:1)" % supp])
+        # A rule that matches nothing leaves the report and the abort as they were.
+        supp = write_supp(self, "error:no_such_function\n")
+        r = self.preload("guard abort_on_error suppressions=" + supp, "overflow")
+        self.assertEqual(r.returncode, -signal.SIGABRT)
+        self.assertIn("HAS A CORRUPTED REAR GUARD", r.stderr)
+
+    def test_bad_file(self):
+        supp = write_supp(self, "leak:a\nlaek:b\n")
+        r = self.preload("guard suppressions=" + supp, "clean")
+        self.assertEqual(bodies(r.stderr), ["report_sources: suppressions file %s:2: not a rule: "
+                                            "'laek:b' (expected leak:PATTERN or error:PATTERN, "
+                                            "or a # comment); no suppressions used" % supp])
+        # The command checks the file before the program runs.
+        r = cli(["debug", "-o", "guard suppressions=" + supp, "--", PROG, "clean"])
+        self.assertEqual((r.returncode, r.stdout), (1, ""))
+        self.assertEqual(r.stderr, "heapscope debug: %s:2: not a rule: 'laek:b' (expected "
+                         "leak:PATTERN or error:PATTERN, or a # comment)\n" % supp)
+
+
 class ExitCodes(unittest.TestCase):
     def test_errors(self):
         r = cli(["debug", "--error-exitcode", "42", "--", PROG, "overflow"])
