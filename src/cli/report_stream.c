@@ -286,7 +286,9 @@ static bool suppressed(struct hs_report_stream *rs, const struct finding *f)
             rule = hs_supp_match(set, kind, inl, 2);
         }
         if (rule) {
-            hs_supp_count(rule, f->size);
+            /* A summary entry's blocks are counted with the blocks themselves. */
+            if (f->kind != K_LEAK_STACK)
+                hs_supp_count(rule, f->size);
             return true;
         }
     }
