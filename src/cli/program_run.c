@@ -103,7 +103,7 @@ static int open_log(const char *pattern, pid_t pid, char *path)
     return fd;
 }
 
-static void exec_child(char **argv, int fd)
+static void exec_child(const char *command, char **argv, int fd)
 {
     struct stat st;
     char value[96];
@@ -119,7 +119,7 @@ static void exec_child(char **argv, int fd)
         _exit(127);
     }
     execvp(argv[0], argv);
-    fprintf(stderr, "heapscope: cannot run '%s': %s\n", argv[0], strerror(errno));
+    fprintf(stderr, "heapscope %s: cannot run '%s': %s\n", command, argv[0], strerror(errno));
     _exit(127);
 }
 
@@ -187,7 +187,7 @@ int hs_run_program(char **argv, const struct hs_run_options *o)
     }
     if (child == 0) {
         close(sv[0]);
-        exec_child(argv, sv[1]);
+        exec_child(o->command, argv, sv[1]);
     }
     g_child = child;
     install_forwarding();
