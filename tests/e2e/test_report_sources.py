@@ -319,6 +319,37 @@ class ShimSuppressions(unittest.TestCase):
         self.assertEqual(r.returncode, -signal.SIGABRT)
         self.assertIn("HAS A CORRUPTED REAR GUARD", r.stderr)
 
+    def test_memunreachable(self):
+        # libmemunreachable carries malloc debug's option parser: the same option applies to
+        # its report at exit and to the one `leaks -p` reads.
+        supp = write_supp(self, "leak:second_leak\n")
+        env = clean_env()
+        env.update({"LD_PRELOAD": os.environ["HS_MEMUNREACHABLE"],
+                    "LIBC_DEBUG_MALLOC_OPTIONS": "backtrace suppressions=" + supp,
+                    "HEAPSCOPE_UNREACHABLE_AT_EXIT": "1"})
+        r = subprocess.run([PROG, "leaks"], env=env, capture_output=True, text=True,
+                           timeout=60)
+        log = bodies(r.stderr)
+        self.assertEqual(log[0], "100 bytes in 1 allocation unreachable out of 300 bytes in 2 "
+                                 "allocations", r.stderr)
+        self.assertEqual(log[-1], "suppressed 1 leak (200 bytes) with leak:second_leak (%s:1)"
+                         % supp)
+        server = subprocess.Popen([CLI, "leaks", "-o", "backtrace check_unreachable_on_signal "
+                                   "suppressions=" + supp, "--", PROG, "serve"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=clean_env())
+        try:
+            self.assertEqual(server.stdout.readline().strip(), "ready")
+            r = cli(["leaks", "-p", str(server.pid)])
+            self.assertEqual(r.returncode, 23, r.stderr)
+            self.assertTrue(r.stdout.startswith("  100 bytes in 1 unreachable allocation\n"),
+                            r.stdout)
+            self.assertIn("\n  suppressed 1 leak (200 bytes) with leak:second_leak (%s:1)\n"
+                          % supp, r.stdout)
+        finally:
+            server.stdin.close()
+            server.wait(timeout=60)
+
     def test_bad_file(self):
         supp = write_supp(self, "leak:a\nlaek:b\n")
         r = self.preload("guard suppressions=" + supp, "clean")
