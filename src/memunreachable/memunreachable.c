@@ -304,15 +304,24 @@ static void log_report(const struct UnreachableMemoryInfo *info, bool log_conten
         hs_mu_report_leak(&info->leaks[i], log_contents, log_line, NULL);
 }
 
+/* The suppressions and the log of a check that ran. Out of line, like report_checked: the
+ * callers' frames, live during the check (their stack is a root, scanned conservatively),
+ * stay as small as they were, so that no stale word of an earlier call lands in them. */
+static __attribute__((noinline)) void log_checked(struct UnreachableMemoryInfo *info,
+                                                  bool log_contents)
+{
+    struct suppressed supp;
+    drop_suppressed(info, &supp);
+    log_report(info, log_contents);
+    suppressed_lines(&supp, "", log_line, NULL);
+}
+
 HS_EXPORT bool LogUnreachableMemory(bool log_contents, size_t limit)
 {
     struct UnreachableMemoryInfo info = {0};
     if (!GetUnreachableMemory(&info, limit))
         return false;
-    struct suppressed supp;
-    drop_suppressed(&info, &supp);
-    log_report(&info, log_contents);
-    suppressed_lines(&supp, "", log_line, NULL);
+    log_checked(&info, log_contents);
     FreeUnreachableMemory(&info);
     return true;
 }
@@ -411,6 +420,32 @@ static void write_failure(const char *path)
     free(t.data);
 }
 
+/* The report of a check that ran: suppressions, the log, the file for `leaks -p`. */
+static __attribute__((noinline)) void report_checked(struct UnreachableMemoryInfo *info,
+                                                     bool contents, const char *path)
+{
+    struct suppressed supp;
+    drop_suppressed(info, &supp);
+    /* Attached from outside (injected), the report goes to the command only, with what the
+     * check noted on the way (a heap walk cut short ...), which the process's log has
+     * otherwise. */
+    if (!hs_mu_injected()) {
+        log_report(info, contents);
+        suppressed_lines(&supp, "", log_line, NULL);
+    }
+    struct text t = {0};
+    hs_mu_report_text_note(info, contents, report_note(), append_line, &t);
+    suppressed_lines(&supp, "  ", append_line, &t);
+    if (have_kept()) {
+        static const char noted[] = "  Noted during the check:";
+        append_line(noted, sizeof(noted) - 1, &t);
+        append_kept(&t, "    ");
+    }
+    if (!t.failed && t.data)
+        write_report_file(path, t.data, t.len);
+    free(t.data);
+}
+
 HS_EXPORT void heapscope_unreachable_check(void)
 {
     bool contents = env_number("HEAPSCOPE_UNREACHABLE_CONTENTS", 0) != 0;
@@ -423,27 +458,8 @@ HS_EXPORT void heapscope_unreachable_check(void)
         write_failure(path);
         return;
     }
-    /* Attached from outside (injected), the report goes to the command only, with what the
-     * check noted on the way (a heap walk cut short ...), which the process's log has
-     * otherwise. */
-    struct suppressed supp;
-    drop_suppressed(&info, &supp);
-    if (!hs_mu_injected()) {
-        log_report(&info, contents);
-        suppressed_lines(&supp, "", log_line, NULL);
-    }
-    struct text t = {0};
-    hs_mu_report_text_note(&info, contents, report_note(), append_line, &t);
-    suppressed_lines(&supp, "  ", append_line, &t);
+    report_checked(&info, contents, path);
     FreeUnreachableMemory(&info);
-    if (have_kept()) {
-        static const char noted[] = "  Noted during the check:";
-        append_line(noted, sizeof(noted) - 1, &t);
-        append_kept(&t, "    ");
-    }
-    if (!t.failed && t.data)
-        write_report_file(path, t.data, t.len);
-    free(t.data);
 }
 
 /* `heapscope leaks -- PROGRAM`: the check at exit. */

@@ -79,6 +79,17 @@ class Sources(unittest.TestCase):
             free_line = [n for n, t in enumerate(f, 1) if "free(name);" in t][0]
         self.assertEqual(sources_of(r.stderr, "main"), [("overflow.c", free_line)], r.stderr)
 
+    def test_demo_leak_names_its_line(self):
+        # make demo's step 4: the list's five nodes, from build_list's calloc line.
+        leak = os.path.join(os.path.dirname(DEMO), "leak")
+        with open(os.path.join(os.path.dirname(DEMO_SOURCE), "leak.c")) as f:
+            calloc_line = [n for n, t in enumerate(f, 1) if "calloc(" in t][0]
+        r = cli(["leaks", "--", leak])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("160 bytes in 5 allocations unreachable", r.stderr)
+        self.assertEqual(sources_of(r.stderr, "build_list"), [("leak.c", calloc_line)],
+                         r.stderr)
+
     def test_error_report_lines(self):
         r = cli(["debug", "-o", "guard", "--", PROG, "overflow"])
         self.assertEqual(sources_of(r.stderr, "main"),
