@@ -134,8 +134,12 @@ static int print_report(const char *text, size_t len, const struct hs_run_option
                 strerror(errno));
         return 1;
     }
-    struct hs_report_stream_options ro = {run->symbolize, run->supp_file ? &supp : NULL,
-                                          run->supp_file, STDOUT_FILENO, NULL, json, "heapscope leaks"};
+    struct hs_report_stream_options ro = {.symbolize = run->symbolize,
+                                          .supp = run->supp_file ? &supp : NULL,
+                                          .supp_path = run->supp_file,
+                                          .out = STDOUT_FILENO,
+                                          .json = json,
+                                          .command = "heapscope leaks"};
     struct hs_report_stream *rs = hs_report_stream_new(&ro);
     if (!rs) {
         fputs("heapscope leaks: out of memory\n", stderr);

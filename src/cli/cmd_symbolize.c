@@ -61,8 +61,9 @@ int hs_cmd_symbolize(int argc, char **argv)
             return 1;
         }
     }
-    struct hs_report_stream_options ro = {true, NULL, NULL, STDOUT_FILENO, NULL, NULL,
-                                          "heapscope symbolize"};
+    struct hs_report_stream_options ro = {.symbolize = true,
+                                          .out = STDOUT_FILENO,
+                                          .command = "heapscope symbolize"};
     struct hs_report_stream *rs = hs_report_stream_new(&ro);
     char *buf = malloc(65536);
     if (!rs || !buf) {

@@ -83,26 +83,6 @@ static void install_forwarding(void)
     signal(SIGPIPE, SIG_IGN); /* a closed stderr must not kill the reader */
 }
 
-/* The --log file, %p expanded to the program's pid. */
-static int open_log(const char *pattern, pid_t pid, char *path)
-{
-    size_t n = 0;
-    for (const char *p = pattern; *p && n + 24 < PATH_MAX; p++) {
-        if (p[0] == '%' && p[1] == 'p') {
-            n += (size_t)snprintf(path + n, PATH_MAX - n, "%d", (int)pid);
-            p++;
-        } else {
-            path[n++] = *p;
-        }
-    }
-    path[n] = '\0';
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        fprintf(stderr, "heapscope: cannot write the log file %s: %s; reports go to stderr\n",
-                path, strerror(errno));
-    return fd;
-}
-
 static void exec_child(const char *command, char **argv, int fd)
 {
     struct stat st;
@@ -193,12 +173,16 @@ int hs_run_program(char **argv, const struct hs_run_options *o)
     install_forwarding();
     close(sv[1]);
 
-    char log_path[PATH_MAX] = "";
-    int out = o->log_file ? open_log(o->log_file, child, log_path) : -1;
     char command[64];
     snprintf(command, sizeof(command), "heapscope %s", o->command);
-    struct hs_report_stream_options ro = {o->symbolize, have_supp ? &supp : NULL, o->supp_file,
-                                          out >= 0 ? out : STDERR_FILENO, log_path, json, command};
+    struct hs_report_stream_options ro = {.symbolize = o->symbolize,
+                                          .supp = have_supp ? &supp : NULL,
+                                          .supp_path = o->supp_file,
+                                          .out = STDERR_FILENO,
+                                          .log_pattern = o->log_file,
+                                          .program_pid = child,
+                                          .json = json,
+                                          .command = command};
     struct hs_report_stream *rs = hs_report_stream_new(&ro);
     char *buf = malloc(MESSAGE_MAX);
     if (!rs || !buf) {
@@ -235,8 +219,6 @@ int hs_run_program(char **argv, const struct hs_run_options *o)
     size_t findings = hs_report_stream_findings(rs);
     hs_report_stream_free(rs);
     free(buf);
-    if (out >= 0)
-        close(out);
     if (json && fclose(json) != 0)
         fprintf(stderr, "heapscope %s: writing %s failed: %s\n", o->command, o->json_file,
                 strerror(errno));

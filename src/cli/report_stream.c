@@ -5,6 +5,7 @@
 #include "frame_source.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <unistd.h>
@@ -58,6 +59,15 @@ struct group {
     unsigned long age;
 };
 
+/* Where lines go: a descriptor, and the lines gathered for one write(2). */
+struct sink {
+    long pid; /* whose log file it is (o.log_pattern) */
+    int fd;
+    char *name; /* the log file's path, NULL for stdout/stderr */
+    size_t len;
+    char buf[65536];
+};
+
 struct hs_report_stream {
     struct hs_report_stream_options o;
     struct hs_frame_source *fs;
@@ -68,8 +78,9 @@ struct hs_report_stream {
     size_t partial_len, partial_cap;
     size_t findings;
     bool failed_symbolizer;
-    size_t out_len;
-    char out_buf[65536];
+    struct sink main;    /* o.out */
+    struct sink **procs; /* o.log_pattern: the log file of each process */
+    size_t num_procs;
 };
 
 static void *xmalloc(size_t n)
@@ -147,6 +158,7 @@ struct hs_report_stream *hs_report_stream_new(const struct hs_report_stream_opti
     if (!rs)
         return NULL;
     rs->o = *o;
+    rs->main.fd = o->out;
     return rs;
 }
 
@@ -157,68 +169,93 @@ size_t hs_report_stream_findings(const struct hs_report_stream *rs)
 
 /* ---- output ---- */
 
+
 /* Writes what is buffered; a log file that fails (a full disk) is said once on stderr, and
  * stderr takes over, from the first byte that was not written. */
-static void flush_out(struct hs_report_stream *rs)
+static void flush_out(struct hs_report_stream *rs, struct sink *k)
 {
     size_t done = 0;
-    while (done < rs->out_len) {
-        ssize_t w = write(rs->o.out, rs->out_buf + done, rs->out_len - done);
+    while (done < k->len) {
+        ssize_t w = write(k->fd, k->buf + done, k->len - done);
         if (w < 0 && errno == EINTR)
             continue;
         if (w > 0) {
             done += (size_t)w;
             continue;
         }
-        if (rs->o.out == STDERR_FILENO || rs->o.out == STDOUT_FILENO)
+        if (k->fd == STDERR_FILENO || k->fd == STDOUT_FILENO)
             break; /* nowhere else to go */
         int err = w < 0 ? errno : EIO;
         char note[PATH_MAX + 256];
         int n = snprintf(note, sizeof(note),
                          "%s: cannot write the log file %s: %s; reports go to stderr from now "
                          "on\n",
-                         rs->o.command, rs->o.out_name ? rs->o.out_name : "", strerror(err));
+                         rs->o.command, k->name ? k->name : "", strerror(err));
         if (n > 0 && write(STDERR_FILENO, note, (size_t)n) < 0) {
             /* stderr is gone too: nothing to tell */
         }
-        rs->o.out = STDERR_FILENO;
+        close(k->fd);
+        k->fd = STDERR_FILENO;
     }
-    rs->out_len = 0;
+    k->len = 0;
 }
 
-static void emit(struct hs_report_stream *rs, const char *s, size_t n)
+static void emit_to(struct hs_report_stream *rs, struct sink *k, const char *s, size_t n)
 {
-    if (rs->out_len + n + 1 > sizeof(rs->out_buf))
-        flush_out(rs);
-    if (n + 1 > sizeof(rs->out_buf)) {
-        n = sizeof(rs->out_buf) - 1; /* longer than any log line: cut */
-    }
-    memcpy(rs->out_buf + rs->out_len, s, n);
-    rs->out_buf[rs->out_len + n] = '\n';
-    rs->out_len += n + 1;
+    if (k->len + n + 1 > sizeof(k->buf))
+        flush_out(rs, k);
+    if (n + 1 > sizeof(k->buf))
+        n = sizeof(k->buf) - 1; /* longer than any log line: cut */
+    memcpy(k->buf + k->len, s, n);
+    k->buf[k->len + n] = '\n';
+    k->len += n + 1;
 }
 
-static void emit_str(struct hs_report_stream *rs, const char *s)
+static struct sink *sink_of(struct hs_report_stream *rs, struct group *g);
+
+static void emit(struct hs_report_stream *rs, struct group *g, const char *s, size_t n)
 {
-    emit(rs, s, strlen(s));
+    emit_to(rs, sink_of(rs, g), s, n);
 }
 
+static void emit_str(struct hs_report_stream *rs, struct group *g, const char *s)
+{
+    emit(rs, g, s, strlen(s));
+}
+
+/* The length of the valid UTF-8 sequence at p (1 to 4), or 0. */
+static size_t utf8_length(const unsigned char *p)
+{
+    size_t n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+    if (n == 0 || p[0] >= 0xf8)
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* A JSON string: UTF-8 as it is, control characters escaped, a byte that is not UTF-8 (a
+ * path in another encoding) as U+FFFD, so that every line parses. */
 static void json_string(FILE *j, const char *s)
 {
     fputc('"', j);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
+        if (*p == '"' || *p == '\\') {
             fprintf(j, "\\%c", *p);
-        else if (*p == '\n')
-            fputs("\\n", j);
-        else if (*p == '\t')
-            fputs("\\t", j);
-        else if (*p < 0x20 || *p == 0x7f)
+        } else if (*p < 0x20 || *p == 0x7f) {
             fprintf(j, "\\u%04x", *p);
-        else if (*p >= 0x80) /* not UTF-8 checked: bytes above ASCII are escaped as Latin-1 */
-            fprintf(j, "\\u%04x", *p);
-        else
+        } else if (*p >= 0x80) {
+            size_t n = utf8_length(p);
+            if (n == 0) {
+                fputs("\\ufffd", j);
+            } else {
+                fwrite(p, 1, n, j);
+                p += n - 1;
+            }
+        } else {
             fputc(*p, j);
+        }
     }
     fputc('"', j);
 }
@@ -303,16 +340,74 @@ static void close_finding(struct hs_report_stream *rs, struct group *g)
     if (!suppressed(rs, f)) {
         rs->findings++;
         for (size_t i = 0; i < f->text.n; i++)
-            emit_str(rs, f->text.v[i]);
+            emit_str(rs, g, f->text.v[i]);
         if (rs->o.json)
             write_json(rs, g, f);
     }
     finding_clear(f);
 }
 
+/* The log file of process pid (o.log_pattern, "%p" its pid), opened on its first line.
+ * When it cannot be opened, that is said once and the sink writes to stderr; a file that
+ * fails later (a full disk) is said once too, and stderr takes over (flush_out). */
+static struct sink *open_process_sink(struct hs_report_stream *rs, long pid)
+{
+    char path[PATH_MAX];
+    size_t n = 0;
+    for (const char *p = rs->o.log_pattern; *p && n + 24 < sizeof(path); p++) {
+        if (p[0] == '%' && p[1] == 'p') {
+            n += (size_t)snprintf(path + n, sizeof(path) - n, "%ld", pid);
+            p++;
+        } else {
+            path[n++] = *p;
+        }
+    }
+    path[n] = '\0';
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "%s: cannot write the log file %s: %s; reports go to stderr from now "
+                "on\n", rs->o.command, path, strerror(errno));
+        fd = STDERR_FILENO;
+    }
+    struct sink *k = xmalloc(sizeof(*k));
+    k->pid = pid;
+    k->fd = fd;
+    k->name = fd == STDERR_FILENO ? NULL : xstrdup(path);
+    k->len = 0;
+    return k;
+}
+
+/* Lines go to o.out, or with o.log_pattern to the log file of their process. */
+static struct sink *sink_of(struct hs_report_stream *rs, struct group *g)
+{
+    if (!rs->o.log_pattern)
+        return &rs->main;
+    long pid = g && g->pid ? g->pid : rs->o.program_pid;
+    for (size_t i = 0; i < rs->num_procs; i++)
+        if (rs->procs[i]->pid == pid)
+            return rs->procs[i];
+    struct sink *k = open_process_sink(rs, pid);
+    struct sink **v = realloc(rs->procs, (rs->num_procs + 1) * sizeof(*v));
+    if (!v) {
+        fputs("heapscope: out of memory\n", stderr);
+        exit(1);
+    }
+    rs->procs = v;
+    rs->procs[rs->num_procs++] = k;
+    return k;
+}
+
+static void flush_all(struct hs_report_stream *rs)
+{
+    flush_out(rs, &rs->main);
+    for (size_t i = 0; i < rs->num_procs; i++)
+        flush_out(rs, rs->procs[i]);
+}
+
 /* ---- lines ---- */
 
-/* Splits "prog[pid] tag: body"; returns the prefix length (0 when the line has none). */
+/* Splits "prog[pid] tag: body" (log.h); returns the prefix length, "tag:" included with the
+ * space after it when there is one, or 0 when the line has no prefix. */
 static size_t prefix_len(const char *line, size_t len, long *pid, size_t *prog_len)
 {
     for (size_t i = 1; i < len && i < 300; i++) {
@@ -320,25 +415,19 @@ static size_t prefix_len(const char *line, size_t len, long *pid, size_t *prog_l
             continue;
         size_t j = i + 1;
         long v = 0;
-        while (j < len && line[j] >= '0' && line[j] <= '9')
+        while (j < len && j < i + 12 && line[j] >= '0' && line[j] <= '9')
             v = v * 10 + (line[j++] - '0');
-        if (j == i + 1 || j + 2 >= len || line[j] != ']' || line[j + 1] != ' ')
+        if (j == i + 1 || j + 1 >= len || line[j] != ']' || line[j + 1] != ' ')
             continue;
-        j += 2;
-        size_t t = j;
+        size_t tag = j + 2;
+        j = tag;
         while (j < len && ((line[j] >= 'a' && line[j] <= 'z') || line[j] == '_'))
             j++;
-        if (j == t || j + 1 >= len || line[j] != ':' || line[j + 1] != ' ') {
-            if (j == t || j >= len || line[j] != ':')
-                continue;
-            /* "prog[pid] tag:" with an empty message */
-            *pid = v;
-            *prog_len = i;
-            return j + 1;
-        }
+        if (j == tag || j >= len || line[j] != ':')
+            continue;
         *pid = v;
         *prog_len = i;
-        return j + 2;
+        return j + 1 < len && line[j + 1] == ' ' ? j + 2 : j + 1;
     }
     return 0;
 }
@@ -392,7 +481,7 @@ static void put(struct hs_report_stream *rs, struct group *g, char *line)
         lines_add(&g->f.text, line);
         return;
     }
-    emit_str(rs, line);
+    emit_str(rs, g, line);
     free(line);
 }
 
@@ -574,7 +663,6 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
         const char *at = memmem(body, blen, " at 0x", 6);
         if (at)
             parse_address_size(f, at + 4, (size_t)(body + blen - at - 4));
-        f->size = strtoull(sz + 22, NULL, 10);
     } else if (starts(body, blen, "+++ ") && digits_then(body + 4, blen - 4, " block", &v) &&
                memmem(body, blen, ", stack ", 8) && body[blen - 1] == ':') {
         open_finding(g, K_LEAK_STACK);
@@ -586,10 +674,11 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
         open_finding(g, K_UNREACHABLE);
         f->message = xstrndup(body + 2, blen - 2);
         f->size = v;
-        const char *at = memmem(body, blen, " at ", 4);
+        /* "  N bytes unreachable at 55d3c8e7a2a0": the address in hex, without "0x". */
+        const char *hex = memmem(body, blen, " at ", 4) + 4;
+        size_t n = (size_t)(body + blen - hex);
         char addr[40];
-        snprintf(addr, sizeof(addr), "0x%.*s", (int)(body + blen - at - 4 < 32 ? body + blen - at - 4 : 32),
-                 at + 4);
+        snprintf(addr, sizeof(addr), "0x%.*s", (int)(n < 32 ? n : 32), hex);
         f->address = xstrdup(addr);
     }
     if (is_frame)
@@ -631,7 +720,7 @@ void hs_report_stream_feed(struct hs_report_stream *rs, const char *data, size_t
         data += n + 1;
         len -= n + 1;
     }
-    flush_out(rs);
+    flush_all(rs);
 }
 
 static const char *plural(uint64_t n)
@@ -663,16 +752,16 @@ void hs_report_stream_finish(struct hs_report_stream *rs)
                              rs->o.command, r->hits, hs_supp_kind_name(r->kind), plural(r->hits),
                              r->bytes, hs_supp_kind_name(r->kind), r->pattern, rs->o.supp_path,
                              r->line);
-            emit(rs, line, n > 0 && (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+            emit(rs, NULL, line, n > 0 && (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         }
         if (!any) {
             char line[PATH_MAX + 128];
             snprintf(line, sizeof(line), "%s: no finding matched the suppressions of %s",
                      rs->o.command, rs->o.supp_path);
-            emit_str(rs, line);
+            emit_str(rs, NULL, line);
         }
     }
-    flush_out(rs);
+    flush_all(rs);
 }
 
 void hs_report_stream_free(struct hs_report_stream *rs)
@@ -687,6 +776,13 @@ void hs_report_stream_free(struct hs_report_stream *rs)
         free(g->prefix);
         free(g->program);
     }
+    for (size_t i = 0; i < rs->num_procs; i++) {
+        if (rs->procs[i]->fd != STDERR_FILENO)
+            close(rs->procs[i]->fd);
+        free(rs->procs[i]->name);
+        free(rs->procs[i]);
+    }
+    free(rs->procs);
     free(rs->partial);
     hs_frame_source_free(rs->fs);
     free(rs);

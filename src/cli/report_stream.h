@@ -31,9 +31,11 @@ struct hs_report_stream_options {
     struct hs_supp_set *supp;   /* or NULL */
     const char *supp_path;      /* for the summary */
     int out;                    /* descriptor the lines go to (written with write(2)) */
-    const char *out_name;       /* its path when it is a file: once writing it fails, that is
-                                 * said on stderr and the lines (the failed ones too) go to
-                                 * stderr */
+    const char *log_pattern;    /* --log FILE, or NULL for out: each process's lines (their
+                                 * prefix names it; program_pid for lines without one) go to
+                                 * FILE with "%p" its pid, opened (appending) on its first
+                                 * line; out is where they go when that fails */
+    long program_pid;
     FILE *json;                 /* one JSON object per finding, or NULL */
     const char *command;        /* "heapscope debug", for the summary line */
 };

@@ -57,7 +57,7 @@ bool hs_frame_line_parse(const char *body, size_t len, struct hs_frame_line *out
                 const char *fn = path + j + 1;
                 size_t fn_len = path_len - j - 2;
                 const char *plus = last_of(fn, fn_len, '+');
-                if (plus && strncmp(fn, "deleted", fn_len) != 0) {
+                if (plus) { /* "(deleted)" has no '+': it is part of the path */
                     out->function = fn;
                     out->function_len = (size_t)(plus - fn);
                     path_len = j - 1;

@@ -209,6 +209,24 @@ class Sources(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("cannot read /nonexistent/md.log", r.stderr)
 
+    def test_log_file_per_process(self):
+        # --log with %p: each process's reports in the file of its pid (its prefix says which),
+        # symbolized; a process with nothing to report gets no file.
+        with tempfile.TemporaryDirectory() as d:
+            pattern = os.path.join(d, "md.%p.log")
+            r = cli(["debug", "--log", pattern, "--", "sh", "-c",
+                     '"$0" overflow; "$0" overflow', PROG])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            files = sorted(os.listdir(d))
+            self.assertEqual(len(files), 2, files)
+            for name in files:
+                with open(os.path.join(d, name)) as f:
+                    text = f.read()
+                pids = {PREFIX_RE.match(l).group("pid") for l in text.splitlines()}
+                self.assertEqual(pids, {name.split(".")[1]}, text)
+                self.assertEqual(sources_of(text, "main"),
+                                 [("report_sources.c", LINES["overflow_free"])], text)
+
     def test_program_that_closes_its_descriptors(self):
         # The report socket is gone: the shim says so once and writes to stderr itself.
         r = cli(["debug", "-o", "backtrace leak_track", "--", PROG, "closefds"])
