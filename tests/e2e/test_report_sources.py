@@ -227,6 +227,24 @@ class Sources(unittest.TestCase):
                 self.assertEqual(sources_of(text, "main"),
                                  [("report_sources.c", LINES["overflow_free"])], text)
 
+    def test_command_gone(self):
+        # The command is killed while the program runs: the program's reports at exit meet
+        # a socket nobody reads (EPIPE, never SIGPIPE): one line says so, the report follows
+        # on the program's own stderr, and the program lives to write all of it.
+        server = subprocess.Popen([CLI, "debug", "-o", "backtrace leak_track", "--", PROG,
+                                   "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=clean_env())
+        self.assertEqual(server.stdout.readline().strip(), "ready")
+        server.kill()
+        server.wait(timeout=60)
+        server.stdin.close()  # the program's stdin: it ends and reports its leaks
+        err = server.stderr.read()  # EOF once the program is gone
+        self.assertRegex(err, r"malloc_debug: the heapscope command's report stream "
+                              r"\(descriptor \d+\) cannot be written \(the command is gone\); "
+                              r"messages go to stderr from now on\n")
+        self.assertIn("leaked block of size 200", err)
+        self.assertIn("leaked block of size 100", err)
+
     def test_program_that_closes_its_descriptors(self):
         # The report socket is gone: the shim says so once and writes to stderr itself.
         r = cli(["debug", "-o", "backtrace leak_track", "--", PROG, "closefds"])
