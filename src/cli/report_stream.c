@@ -14,6 +14,7 @@
 
 #define DIVIDER "*** *** *** *** *** *** *** *** *** *** *** *** *** *** *** ***"
 #define MAX_GROUPS 64
+#define HS_LINE_MAX 4096 /* a log line (log.h: 2048) with room for its source */
 
 enum kind { K_NONE, K_ERROR, K_LEAK, K_LEAK_STACK, K_UNREACHABLE };
 static const char *const kind_names[] = {"", "error", "leak", "leak_stack", "unreachable"};
@@ -53,6 +54,7 @@ struct finding {
 
 struct group {
     char *prefix; /* "prog[pid] tag: ", or "" */
+    size_t plen;
     char *program;
     long pid;
     struct finding f;
@@ -78,6 +80,7 @@ struct hs_report_stream {
     size_t partial_len, partial_cap;
     size_t findings;
     bool failed_symbolizer;
+    bool hold;           /* a finding's lines wait for its end: suppressions or JSON */
     struct sink main;    /* o.out */
     struct sink **procs; /* o.log_pattern: the log file of each process */
     size_t num_procs;
@@ -158,6 +161,7 @@ struct hs_report_stream *hs_report_stream_new(const struct hs_report_stream_opti
     if (!rs)
         return NULL;
     rs->o = *o;
+    rs->hold = (o->supp && o->supp->count) || o->json;
     rs->main.fd = o->out;
     return rs;
 }
@@ -339,7 +343,7 @@ static void close_finding(struct hs_report_stream *rs, struct group *g)
         return;
     if (!suppressed(rs, f)) {
         rs->findings++;
-        for (size_t i = 0; i < f->text.n; i++)
+        for (size_t i = 0; i < f->text.n; i++) /* empty unless held (rs->hold) */
             emit_str(rs, g, f->text.v[i]);
         if (rs->o.json)
             write_json(rs, g, f);
@@ -437,7 +441,7 @@ static struct group *group_of(struct hs_report_stream *rs, const char *line, siz
 {
     for (size_t i = 0; i < rs->num_groups; i++) {
         struct group *g = &rs->groups[i];
-        if (strlen(g->prefix) == plen && memcmp(g->prefix, line, plen) == 0) {
+        if (g->plen == plen && memcmp(g->prefix, line, plen) == 0) {
             g->age = ++rs->clock;
             return g;
         }
@@ -456,6 +460,7 @@ static struct group *group_of(struct hs_report_stream *rs, const char *line, siz
     }
     memset(g, 0, sizeof(*g));
     g->prefix = xstrndup(line, plen);
+    g->plen = plen;
     g->program = xstrndup(line, prog_len);
     g->pid = pid;
     g->age = ++rs->clock;
@@ -474,15 +479,15 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* Writes (or keeps in the finding) one output line. */
-static void put(struct hs_report_stream *rs, struct group *g, char *line)
+/* Writes one output line, or keeps it in the open finding when the finding's lines wait for
+ * its end (suppressions to decide, or JSON to write them). */
+static void put(struct hs_report_stream *rs, struct group *g, const char *line, size_t len)
 {
-    if (g && g->f.kind != K_NONE) {
-        lines_add(&g->f.text, line);
+    if (rs->hold && g && g->f.kind != K_NONE) {
+        lines_add(&g->f.text, xstrndup(line, len));
         return;
     }
-    emit_str(rs, g, line);
-    free(line);
+    emit(rs, g, line, len);
 }
 
 /* A frame line: symbolized, put out (inlined lines first), and recorded in the finding. */
@@ -500,27 +505,25 @@ static void frame_line(struct hs_report_stream *rs, struct group *g, const char 
         if (rs->fs)
             n = hs_frame_source_lookup(rs->fs, fl, info, HS_SYMBOLIZE_MAX_FRAMES);
     }
+    char out[2 * HS_LINE_MAX];
     for (size_t i = 0; i + 1 < n; i++) {
         const char *fn = info[i].demangled[0] ? info[i].demangled : info[i].function;
-        size_t cap = plen + fl->indent + strlen(fn) + strlen(info[i].file) + 64;
-        char *s = xmalloc(cap);
-        snprintf(s, cap, "%.*s%*s#%02u  (inlined)           %s %s:%u", (int)plen, line,
-                 (int)fl->indent, "", fl->index, fn[0] ? fn : "??", base_name(info[i].file),
-                 info[i].line);
-        put(rs, g, s);
+        int k = snprintf(out, sizeof(out), "%.*s%*s#%02u  (inlined)           %s %s:%u",
+                         (int)plen, line, (int)fl->indent, "", fl->index, fn[0] ? fn : "??",
+                         base_name(info[i].file), info[i].line);
+        put(rs, g, out, k < 0 ? 0 : (size_t)k < sizeof(out) ? (size_t)k : sizeof(out) - 1);
     }
     const struct hs_frame_info *real = n ? &info[n - 1] : NULL;
-    char *s;
     if (real && real->line) {
-        size_t cap = len + strlen(real->file) + 32;
-        s = xmalloc(cap);
-        snprintf(s, cap, "%.*s %s:%u", (int)len, line, base_name(real->file), real->line);
+        int k = snprintf(out, sizeof(out), "%.*s %s:%u", (int)len, line, base_name(real->file),
+                         real->line);
+        put(rs, g, out, k < 0 ? 0 : (size_t)k < sizeof(out) ? (size_t)k : sizeof(out) - 1);
     } else {
-        s = xstrndup(line, len);
+        put(rs, g, line, len);
     }
-    put(rs, g, s);
 
-    if (!g || g->f.kind == K_NONE)
+    /* The frame, for the suppressions and the JSON file. */
+    if (!rs->hold || !g || g->f.kind == K_NONE)
         return;
     struct finding *f = &g->f;
     if (f->num_frames == f->cap_frames) {
@@ -604,13 +607,13 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
 
     if (blen == sizeof(DIVIDER) - 1 && memcmp(body, DIVIDER, blen) == 0) {
         if (f->kind == K_ERROR) {
-            put(rs, g, xstrndup(line, len));
+            put(rs, g, line, len);
             close_finding(rs, g);
             return;
         }
         close_finding(rs, g);
         open_finding(g, K_ERROR);
-        put(rs, g, xstrndup(line, len));
+        put(rs, g, line, len);
         return;
     }
     if (f->kind == K_ERROR) {
@@ -625,7 +628,7 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
             free(f->stack);
             f->stack = xstrndup(body, blen - 1);
         }
-        put(rs, g, xstrndup(line, len));
+        put(rs, g, line, len);
         return;
     }
     if (f->kind == K_LEAK || f->kind == K_LEAK_STACK) {
@@ -636,7 +639,7 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
         if (starts(body, blen, "Backtrace at time of allocation:")) {
             free(f->stack);
             f->stack = xstrndup(body, blen - 1);
-            put(rs, g, xstrndup(line, len));
+            put(rs, g, line, len);
             return;
         }
         close_finding(rs, g);
@@ -646,7 +649,7 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
             return;
         }
         if (starts(body, blen, "   ")) {
-            put(rs, g, xstrndup(line, len));
+            put(rs, g, line, len);
             return;
         }
         close_finding(rs, g);
@@ -684,7 +687,7 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
     if (is_frame)
         frame_line(rs, g, line, len, plen, &fl);
     else
-        put(rs, g, xstrndup(line, len));
+        put(rs, g, line, len);
 }
 
 void hs_report_stream_feed(struct hs_report_stream *rs, const char *data, size_t len)
