@@ -71,6 +71,8 @@ static void usage(FILE *out)
         "  backtrace_dump_on_exit  write a heap dump at exit (with backtrace);\n"
         "                          kill -47 PID writes one at any time\n"
         "  abort_on_error          abort after the first error report\n"
+        "  suppressions=FILE       leave out the reports FILE's rules match, without this\n"
+        "                          command too (function and library names only)\n"
         "  verbose                 log that malloc debug is enabled and its signals\n"
         "\n"
         "Examples:\n"
