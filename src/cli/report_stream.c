@@ -43,6 +43,7 @@ struct lines {
 
 struct finding {
     enum kind kind;
+    bool fault; /* a fault on a guard page (page_guard, sample_guard): never suppressed */
     char *message;
     char *address;
     uint64_t size;
@@ -152,6 +153,7 @@ static void finding_clear(struct finding *f)
     free(f->stack);
     f->message = f->address = f->stack = NULL;
     f->size = 0;
+    f->fault = false;
     f->kind = K_NONE;
 }
 
@@ -315,7 +317,7 @@ static void write_json(struct hs_report_stream *rs, const struct group *g,
 static bool suppressed(struct hs_report_stream *rs, const struct finding *f)
 {
     struct hs_supp_set *set = rs->o.supp;
-    if (!set || set->count == 0)
+    if (!set || set->count == 0 || f->fault)
         return false;
     enum hs_supp_kind kind = f->kind == K_ERROR ? HS_SUPP_ERROR : HS_SUPP_LEAK;
     for (size_t i = 0; i < f->num_frames; i++) {
@@ -624,6 +626,13 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
         if (!f->message && starts(body, blen, "+++ ")) {
             f->message = xstrndup(body + 4, blen - 4);
             parse_address_size(f, body, blen);
+            f->fault |= memmem(body, blen, " IS GUARDED MEMORY ", 19) != NULL;
+        } else if (starts(body, blen, "  read of allocation[") ||
+                   starts(body, blen, "  write of allocation[") ||
+                   starts(body, blen, "  access of allocation[")) {
+            /* guard_report.c's fault report: the program does not go on past it (the
+             * signal kills it), so a suppressed one would be a crash without a word. */
+            f->fault = true;
         } else if (blen > 0 && body[blen - 1] == ':') {
             free(f->stack);
             f->stack = xstrndup(body, blen - 1);

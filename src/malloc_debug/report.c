@@ -6,6 +6,7 @@
 #include "capture.h"
 #include "debug_state.h"
 #include "log.h"
+#include "signal_trampoline.h"
 #include "suppress.h"
 
 #include <stdlib.h>
@@ -16,13 +17,18 @@
 static __thread int t_suppressed __attribute__((tls_model("initial-exec")));
 
 /* Whether the report about to begin is suppressed: its failure backtrace (captured here, as
- * hs_md_report_end_with_backtrace will) against the error: rules. */
+ * hs_md_report_end_with_backtrace will) against the error: rules. A report made in a signal
+ * handler (a fault on a guard page: the program cannot go on past it) is never suppressed:
+ * a silent crash would be worse than the report. */
 static bool error_suppressed(void)
 {
     if (!hs_md_suppressions_have(HS_SUPP_ERROR))
         return false;
     uintptr_t frames[HS_MD_FAILURE_FRAMES];
     size_t n = hs_md_capture(frames, HS_MD_FAILURE_FRAMES);
+    for (size_t i = 0; i < n; i++)
+        if (hs_is_signal_trampoline(frames[i]) || hs_is_signal_trampoline(frames[i] + 1))
+            return false;
     return hs_md_suppressed(HS_SUPP_ERROR, frames, n, NULL, 0) != NULL;
 }
 
@@ -46,6 +52,7 @@ void hs_md_report_close(void)
 {
     hs_log(HS_MD_LOG_DIVIDER);
     hs_log_end();
+    t_suppressed = 0;
     hs_md_in_shim--;
 }
 

@@ -397,6 +397,22 @@ class ShimSuppressions(unittest.TestCase):
             server.stdin.close()
             server.wait(timeout=60)
 
+    def test_guard_page_fault_is_never_suppressed(self):
+        # The program dies of the fault anyway: the report stays, with the command and
+        # without it.
+        supp = write_supp(self, "error:main\n")
+        r = self.preload("page_guard suppressions=" + supp, "fault")
+        self.assertEqual(r.returncode, -signal.SIGABRT)
+        self.assertIn("SIZE 32 HAS A BUFFER OVERFLOW", r.stderr)
+        r = cli(["debug", "-o", "page_guard", "--suppressions", supp, "--", PROG, "fault"])
+        self.assertEqual(r.returncode, -signal.SIGABRT)
+        self.assertIn("SIZE 32 HAS A BUFFER OVERFLOW", r.stderr)
+        # The bad write's line, and the allocation's.
+        self.assertEqual(sources_of(r.stderr, "main"),
+                         [("report_sources.c", LINES["fault_write"]),
+                          ("report_sources.c", LINES["fault_write"] - 1)], r.stderr)
+        self.assertIn("no finding matched the suppressions", r.stderr)
+
     def test_bad_file(self):
         supp = write_supp(self, "leak:a\nlaek:b\n")
         r = self.preload("guard suppressions=" + supp, "clean")

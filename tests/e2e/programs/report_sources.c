@@ -5,6 +5,7 @@
  *   serve        the two leaks, then "ready" on stdout, then waits for stdin to close
  *   serve_clean  no leak, "ready", waits for stdin to close
  *   overflow     writes one byte past a block, then frees it
+ *   fault        writes one byte past a 32-byte block (page_guard: a fault on its guard page)
  *   clean        allocates and frees
  *   closefds     closes every descriptor above 2 (as daemons do), then the two leaks
  * Lines the tests look for carry a "LINE:name" comment.
@@ -79,6 +80,10 @@ int main(int argc, char **argv)
         char *p = malloc(10);
         memset(p, 0, 11); /* LINE:overflow_write */
         free(p);          /* LINE:overflow_free */
+    } else if (strcmp(mode, "fault") == 0) {
+        volatile char *p = malloc(32);
+        p[32] = 1; /* LINE:fault_write */
+        free((void *)p);
     } else if (strcmp(mode, "clean") == 0) {
         free(malloc(10));
     } else if (strcmp(mode, "closefds") == 0) {
