@@ -283,7 +283,10 @@ static void write_json(struct hs_report_stream *rs, const struct group *g,
     for (size_t i = 0; i < f->num_frames; i++) {
         const struct frame *fr = &f->frames[i];
         fprintf(j, "%s{\"stack\":", i ? "," : "");
-        json_string(j, fr->stack ? fr->stack : "");
+        if (fr->stack) /* the backtrace's title; memunreachable's have none */
+            json_string(j, fr->stack);
+        else
+            fputs("null", j);
         fprintf(j, ",\"index\":%u,\"pc\":\"0x%" PRIx64 "\",\"module\":", fr->index, fr->rel_pc);
         json_string(j, fr->module);
         fputs(",\"function\":", j);
