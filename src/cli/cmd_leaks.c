@@ -123,7 +123,7 @@ struct pid_args {
 
 /* Prints a check's report (symbolized, suppressions applied, JSON written) and returns the
  * exit status: 0 when nothing unreachable is left, --error-exitcode or 23 otherwise. */
-static int print_report(const char *text, size_t len, const struct hs_run_options *run)
+static int print_report(const char *text, size_t len, pid_t pid, const struct hs_run_options *run)
 {
     struct hs_supp_set supp;
     if (run->supp_file && !hs_load_suppressions("leaks", run->supp_file, &supp))
@@ -138,6 +138,7 @@ static int print_report(const char *text, size_t len, const struct hs_run_option
                                           .supp = run->supp_file ? &supp : NULL,
                                           .supp_path = run->supp_file,
                                           .out = STDOUT_FILENO,
+                                          .program_pid = pid,
                                           .json = json,
                                           .command = "heapscope leaks"};
     struct hs_report_stream *rs = hs_report_stream_new(&ro);
@@ -269,7 +270,7 @@ static int check_process(const struct pid_args *a)
                 free(text);
                 return 1;
             }
-            int status = print_report(text, len, a->run);
+            int status = print_report(text, len, pid, a->run);
             free(text);
             return status;
         }

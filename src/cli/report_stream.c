@@ -272,7 +272,8 @@ static void write_json(struct hs_report_stream *rs, const struct group *g,
     FILE *j = rs->o.json;
     fprintf(j, "{\"kind\":\"%s\",\"program\":", kind_names[f->kind]);
     json_string(j, g->program);
-    fprintf(j, ",\"pid\":%ld,\"message\":", g->pid);
+    /* Lines without a prefix (the report `leaks -p` reads) are program_pid's. */
+    fprintf(j, ",\"pid\":%ld,\"message\":", g->pid ? g->pid : rs->o.program_pid);
     json_string(j, f->message ? f->message : "");
     fputs(",\"address\":", j);
     if (f->address)

@@ -35,7 +35,7 @@ struct hs_report_stream_options {
                                  * prefix names it; program_pid for lines without one) go to
                                  * FILE with "%p" its pid, opened (appending) on its first
                                  * line; out is where they go when that fails */
-    long program_pid;
+    long program_pid;           /* the program's pid (the JSON's for lines without a prefix) */
     FILE *json;                 /* one JSON object per finding, or NULL */
     const char *command;        /* "heapscope debug", for the summary line */
 };

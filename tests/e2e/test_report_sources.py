@@ -160,8 +160,17 @@ class Sources(unittest.TestCase):
             mains = [(m.group("file"), int(m.group("line"))) for m in found
                      if m and "(first_leak+" in m.group("frame")]
             self.assertEqual(mains, [("report_sources.c", LINES["first_leak"])], r.stdout)
-            r = cli(["leaks", "-p", str(server.pid), "--error-exitcode", "7"])
-            self.assertEqual(r.returncode, 7, r.stderr)
+            with tempfile.TemporaryDirectory() as d:
+                out = os.path.join(d, "p.json")
+                r = cli(["leaks", "-p", str(server.pid), "--error-exitcode", "7", "--json", out])
+                self.assertEqual(r.returncode, 7, r.stderr)
+                with open(out) as f:
+                    found = [json.loads(line) for line in f]
+            self.assertEqual(sorted(x["size"] for x in found), [100, 200])
+            # The program's pid: the command's child, not the command.
+            (pid,) = {x["pid"] for x in found}
+            with open("/proc/%d/status" % pid) as f:
+                self.assertIn("\nPPid:\t%d\n" % server.pid, f.read())
             supp = self.supp_file("leak:first_leak\nleak:second_leak\n")
             r = cli(["leaks", "-p", str(server.pid), "--suppressions", supp])
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
