@@ -32,55 +32,55 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: heapscope leaks [--contents] [--limit N] [-o OPTIONS] [-l FILE] [REPORT OPTIONS]\n"
-            "                       -- PROGRAM [ARGS...]\n"
-            "       heapscope leaks -p PID [--timeout SECONDS] [--no-inject] [--allow-seccomp]\n"
-            "                       [REPORT OPTIONS]\n"
-            "\n"
-            "Finds heap memory that nothing points to any more (leaked), in a live process,\n"
-            "pausing its threads for milliseconds (Android's libmemunreachable).\n"
-            "\n"
-            "  -- PROGRAM ARGS    run PROGRAM and report what is unreachable when it exits; the\n"
-            "                     program can also be checked while it runs with -p\n"
-            "  -p, --pid PID      check the running process PID now and print the report; a\n"
-            "                     process started by 'heapscope leaks' (or linked with\n"
-            "                     -lmemunreachable) has backtraces; any other gets the detector\n"
-            "                     loaded with ptrace and is checked without backtraces. The PID\n"
-            "                     of a 'heapscope leaks -- PROGRAM' command stands for PROGRAM's.\n"
-            "                     Exits 0 when nothing is unreachable, 23 (or --error-exitcode's\n"
-            "                     N) when leaks were found, 1 when the check failed\n"
-            "\n"
-            "Each frame of a report is followed by its source file and line.\n"
-            "\n"
-            "Options:\n"
-            "      --contents     show the first 32 bytes of each leak\n"
-            "      --limit N      report at most N leaks in detail (default 100)\n"
-            "  -o, --options OPTS malloc debug options for PROGRAM (default: \"" DEFAULT_OPTIONS
-            "\")\n"
-            "  -l, --log FILE     write PROGRAM's reports to FILE (%%p becomes the pid)\n"
-            "      --timeout S    with -p, how long to wait for the report (default 30)\n"
-            "      --no-inject    with -p, never load the detector into the process\n"
-            "      --allow-seccomp  with -p, load it even into a process under a seccomp filter\n"
-            "  -h, --help         show this help\n"
-            "\n"
-            "Report options (both forms):\n"
-            "      --suppressions FILE  leave out the leaks FILE matches: lines leak:PATTERN,\n"
-            "                     PATTERN matched against each frame's function, source file\n"
-            "                     and library, * for any text; a summary says what was left out\n"
-            "      --error-exitcode N  exit N (1-255) when a leak was reported and not\n"
-            "                     suppressed (with a program: its own status otherwise)\n"
-            "      --json FILE    also write each leak to FILE as one JSON object per line\n"
-            "      --no-symbolize print frames without source lines\n"
-            "\n"
-            "Examples:\n"
-            "  heapscope leaks -- ./myserver --port 8080     # report at exit\n"
-            "  heapscope leaks -p $(pidof myserver)          # report now, from another shell\n"
-            "  heapscope leaks --error-exitcode 23 --suppressions known.supp -- ./tests\n");
+    fprintf(
+        out,
+        "usage: heapscope leaks [--contents] [--limit N] [-o OPTIONS] [-l FILE] [REPORT OPTIONS]\n"
+        "                       -- PROGRAM [ARGS...]\n"
+        "       heapscope leaks -p PID [--timeout SECONDS] [--no-inject] [--allow-seccomp]\n"
+        "                       [REPORT OPTIONS]\n"
+        "\n"
+        "Finds heap memory that nothing points to any more (leaked), in a live process,\n"
+        "pausing its threads for milliseconds (Android's libmemunreachable).\n"
+        "\n"
+        "  -- PROGRAM ARGS    run PROGRAM and report what is unreachable when it exits; the\n"
+        "                     program can also be checked while it runs with -p\n"
+        "  -p, --pid PID      check the running process PID now and print the report; a\n"
+        "                     process started by 'heapscope leaks' (or linked with\n"
+        "                     -lmemunreachable) has backtraces; any other gets the detector\n"
+        "                     loaded with ptrace and is checked without backtraces. The PID\n"
+        "                     of a 'heapscope leaks -- PROGRAM' command stands for PROGRAM's.\n"
+        "                     Exits 0 when nothing is unreachable, 23 (or --error-exitcode's\n"
+        "                     N) when leaks were found, 1 when the check failed\n"
+        "\n"
+        "Each frame of a report is followed by its source file and line.\n"
+        "\n"
+        "Options:\n"
+        "      --contents     show the first 32 bytes of each leak\n"
+        "      --limit N      report at most N leaks in detail (default 100)\n"
+        "  -o, --options OPTS malloc debug options for PROGRAM (default: \"" DEFAULT_OPTIONS "\")\n"
+        "  -l, --log FILE     write PROGRAM's reports to FILE (%%p becomes the pid)\n"
+        "      --timeout S    with -p, how long to wait for the report (default 30)\n"
+        "      --no-inject    with -p, never load the detector into the process\n"
+        "      --allow-seccomp  with -p, load it even into a process under a seccomp filter\n"
+        "  -h, --help         show this help\n"
+        "\n"
+        "Report options (both forms):\n"
+        "      --suppressions FILE  leave out the leaks FILE matches: lines leak:PATTERN,\n"
+        "                     PATTERN matched against each frame's function, source file\n"
+        "                     and library, * for any text; a summary says what was left out\n"
+        "      --error-exitcode N  exit N (1-255) when a leak was reported and not\n"
+        "                     suppressed (with a program: its own status otherwise)\n"
+        "      --json FILE    also write each leak to FILE as one JSON object per line\n"
+        "      --no-symbolize print frames without source lines\n"
+        "\n"
+        "Examples:\n"
+        "  heapscope leaks -- ./myserver --port 8080     # report at exit\n"
+        "  heapscope leaks -p $(pidof myserver)          # report now, from another shell\n"
+        "  heapscope leaks --error-exitcode 23 --suppressions known.supp -- ./tests\n");
 }
 
 static int run_program(char **argv, const char *options, const struct hs_run_options *run,
-                        long limit, int contents)
+                       long limit, int contents)
 {
     const char *log_file = run->log_file;
     struct hs_md_config cfg;
@@ -130,8 +130,7 @@ static int print_report(const char *text, size_t len, pid_t pid, const struct hs
         return 2;
     FILE *json = NULL;
     if (run->json_file && !(json = fopen(run->json_file, "we"))) {
-        fprintf(stderr, "heapscope leaks: cannot write %s: %s\n", run->json_file,
-                strerror(errno));
+        fprintf(stderr, "heapscope leaks: cannot write %s: %s\n", run->json_file, strerror(errno));
         return 1;
     }
     struct hs_report_stream_options ro = {.symbolize = run->symbolize,

@@ -61,9 +61,8 @@ int hs_cmd_symbolize(int argc, char **argv)
             return 1;
         }
     }
-    struct hs_report_stream_options ro = {.symbolize = true,
-                                          .out = STDOUT_FILENO,
-                                          .command = "heapscope symbolize"};
+    struct hs_report_stream_options ro = {
+        .symbolize = true, .out = STDOUT_FILENO, .command = "heapscope symbolize"};
     struct hs_report_stream *rs = hs_report_stream_new(&ro);
     char *buf = malloc(65536);
     if (!rs || !buf) {

@@ -27,7 +27,7 @@
 #include <stdbool.h>
 
 struct hs_run_options {
-    const char *command;   /* "debug" */
+    const char *command; /* "debug" */
     bool symbolize;
     const char *log_file;  /* --log pattern (%p: the program's pid), or NULL for stderr */
     const char *json_file; /* --json, or NULL */

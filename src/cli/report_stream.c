@@ -175,7 +175,6 @@ size_t hs_report_stream_findings(const struct hs_report_stream *rs)
 
 /* ---- output ---- */
 
-
 /* Writes what is buffered; a log file that fails (a full disk) is said once on stderr, and
  * stderr takes over, from the first byte that was not written. */
 static void flush_out(struct hs_report_stream *rs, struct sink *k)
@@ -266,8 +265,7 @@ static void json_string(FILE *j, const char *s)
     fputc('"', j);
 }
 
-static void write_json(struct hs_report_stream *rs, const struct group *g,
-                       const struct finding *f)
+static void write_json(struct hs_report_stream *rs, const struct group *g, const struct finding *f)
 {
     FILE *j = rs->o.json;
     fprintf(j, "{\"kind\":\"%s\",\"program\":", kind_names[f->kind]);
@@ -375,8 +373,10 @@ static struct sink *open_process_sink(struct hs_report_stream *rs, long pid)
     path[n] = '\0';
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
-        fprintf(stderr, "%s: cannot write the log file %s: %s; reports go to stderr from now "
-                "on\n", rs->o.command, path, strerror(errno));
+        fprintf(stderr,
+                "%s: cannot write the log file %s: %s; reports go to stderr from now "
+                "on\n",
+                rs->o.command, path, strerror(errno));
         fd = STDERR_FILENO;
     }
     struct sink *k = xmalloc(sizeof(*k));
@@ -497,8 +497,8 @@ static void put(struct hs_report_stream *rs, struct group *g, const char *line, 
 }
 
 /* A frame line: symbolized, put out (inlined lines first), and recorded in the finding. */
-static void frame_line(struct hs_report_stream *rs, struct group *g, const char *line,
-                       size_t len, size_t plen, const struct hs_frame_line *fl)
+static void frame_line(struct hs_report_stream *rs, struct group *g, const char *line, size_t len,
+                       size_t plen, const struct hs_frame_line *fl)
 {
     struct hs_frame_info info[HS_SYMBOLIZE_MAX_FRAMES];
     size_t n = 0;
@@ -514,8 +514,8 @@ static void frame_line(struct hs_report_stream *rs, struct group *g, const char 
     char out[2 * HS_LINE_MAX];
     for (size_t i = 0; i + 1 < n; i++) {
         const char *fn = info[i].demangled[0] ? info[i].demangled : info[i].function;
-        int k = snprintf(out, sizeof(out), "%.*s%*s#%02u  (inlined)           %s %s:%u",
-                         (int)plen, line, (int)fl->indent, "", fl->index, fn[0] ? fn : "??",
+        int k = snprintf(out, sizeof(out), "%.*s%*s#%02u  (inlined)           %s %s:%u", (int)plen,
+                         line, (int)fl->indent, "", fl->index, fn[0] ? fn : "??",
                          base_name(info[i].file), info[i].line);
         put(rs, g, out, k < 0 ? 0 : (size_t)k < sizeof(out) ? (size_t)k : sizeof(out) - 1);
     }
@@ -554,9 +554,9 @@ static void frame_line(struct hs_report_stream *rs, struct group *g, const char 
     if (n > 1) {
         fr->inlined = xmalloc((n - 1) * sizeof(struct inl));
         for (size_t i = 0; i + 1 < n; i++)
-            fr->inlined[i] = (struct inl){
-                xstrdup(info[i].demangled[0] ? info[i].demangled : info[i].function),
-                xstrdup(info[i].file), info[i].line};
+            fr->inlined[i] =
+                (struct inl){xstrdup(info[i].demangled[0] ? info[i].demangled : info[i].function),
+                             xstrdup(info[i].file), info[i].line};
         fr->num_inlined = n - 1;
     }
 }
@@ -685,8 +685,8 @@ static void handle_line(struct hs_report_stream *rs, const char *line, size_t le
         f->message = xstrndup(body + 4, blen - 5);
         const char *paren = memmem(body, blen, " (", 2);
         f->size = paren ? strtoull(paren + 2, NULL, 10) : 0;
-    } else if (starts(body, blen, "  ") && digits_then(body + 2, blen - 2,
-                                                        " bytes unreachable at ", &v)) {
+    } else if (starts(body, blen, "  ") &&
+               digits_then(body + 2, blen - 2, " bytes unreachable at ", &v)) {
         open_finding(g, K_UNREACHABLE);
         f->message = xstrndup(body + 2, blen - 2);
         f->size = v;

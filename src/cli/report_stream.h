@@ -27,17 +27,17 @@
 #include <stdio.h>
 
 struct hs_report_stream_options {
-    bool symbolize;             /* append source lines */
-    struct hs_supp_set *supp;   /* or NULL */
-    const char *supp_path;      /* for the summary */
-    int out;                    /* descriptor the lines go to (written with write(2)) */
-    const char *log_pattern;    /* --log FILE, or NULL for out: each process's lines (their
-                                 * prefix names it; program_pid for lines without one) go to
-                                 * FILE with "%p" its pid, opened (appending) on its first
-                                 * line; out is where they go when that fails */
-    long program_pid;           /* the program's pid (the JSON's for lines without a prefix) */
-    FILE *json;                 /* one JSON object per finding, or NULL */
-    const char *command;        /* "heapscope debug", for the summary line */
+    bool symbolize;           /* append source lines */
+    struct hs_supp_set *supp; /* or NULL */
+    const char *supp_path;    /* for the summary */
+    int out;                  /* descriptor the lines go to (written with write(2)) */
+    const char *log_pattern;  /* --log FILE, or NULL for out: each process's lines (their
+                               * prefix names it; program_pid for lines without one) go to
+                               * FILE with "%p" its pid, opened (appending) on its first
+                               * line; out is where they go when that fails */
+    long program_pid;         /* the program's pid (the JSON's for lines without a prefix) */
+    FILE *json;               /* one JSON object per finding, or NULL */
+    const char *command;      /* "heapscope debug", for the summary line */
 };
 
 struct hs_report_stream;

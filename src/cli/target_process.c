@@ -139,7 +139,8 @@ static bool runs_heapscope_library(pid_t pid)
     size_t len;
     snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
     char *maps = hs_read_small_file(path, &len);
-    bool found = maps && (strstr(maps, "/libmalloc_debug.so") || strstr(maps, "/libmemunreachable.so"));
+    bool found =
+        maps && (strstr(maps, "/libmalloc_debug.so") || strstr(maps, "/libmemunreachable.so"));
     free(maps);
     return found;
 }

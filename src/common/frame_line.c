@@ -67,9 +67,9 @@ bool hs_frame_line_parse(const char *body, size_t len, struct hs_frame_line *out
         }
     }
     static const char deleted[] = " (deleted)";
-    out->deleted = path_len >= sizeof(deleted) - 1 &&
-                   memcmp(path + path_len - (sizeof(deleted) - 1), deleted,
-                          sizeof(deleted) - 1) == 0;
+    out->deleted =
+        path_len >= sizeof(deleted) - 1 &&
+        memcmp(path + path_len - (sizeof(deleted) - 1), deleted, sizeof(deleted) - 1) == 0;
     if (out->deleted)
         path_len -= sizeof(deleted) - 1;
     if (path_len == 0)
@@ -80,4 +80,3 @@ bool hs_frame_line_parse(const char *body, size_t len, struct hs_frame_line *out
     out->path_len = path_len;
     return true;
 }
-

@@ -15,14 +15,14 @@
 
 /* A frame line taken apart; pointers into the line (not NUL-terminated: lengths). */
 struct hs_frame_line {
-    unsigned index;       /* #NN */
-    uint64_t rel_pc;      /* after "pc " */
-    const char *path;     /* the module as printed, without " (deleted)" */
+    unsigned index;   /* #NN */
+    uint64_t rel_pc;  /* after "pc " */
+    const char *path; /* the module as printed, without " (deleted)" */
     size_t path_len;
     bool deleted;         /* " (deleted)" followed the path */
     const char *function; /* inside "(function+offset)", or NULL */
     size_t function_len;
-    size_t indent;        /* spaces before '#' */
+    size_t indent; /* spaces before '#' */
 };
 
 /* Parses the part of a log line after its "prog[pid] tag: " prefix. False when it is not a

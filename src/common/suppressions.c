@@ -46,9 +46,10 @@ bool hs_supp_parse(const char *text, size_t len, struct hs_supp_set *set, hs_sup
             kind = HS_SUPP_ERROR;
             prefix = 6;
         } else {
-            hs_format(err, err_cap, "%u: not a rule: '%.*s' (expected leak:PATTERN or "
-                      "error:PATTERN, or a # comment)", number, (int)(e - b > 80 ? 80 : e - b),
-                      text + b);
+            hs_format(err, err_cap,
+                      "%u: not a rule: '%.*s' (expected leak:PATTERN or "
+                      "error:PATTERN, or a # comment)",
+                      number, (int)(e - b > 80 ? 80 : e - b), text + b);
             return false;
         }
         b += prefix;
@@ -60,8 +61,7 @@ bool hs_supp_parse(const char *text, size_t len, struct hs_supp_set *set, hs_sup
         }
         memcpy(set->text + used, text + b, e - b);
         set->text[used + (e - b)] = '\0';
-        set->rules[set->count++] =
-            (struct hs_supp_rule){kind, set->text + used, number, 0, 0};
+        set->rules[set->count++] = (struct hs_supp_rule){kind, set->text + used, number, 0, 0};
         used += e - b + 1;
         if (!nl)
             break;

@@ -59,7 +59,7 @@ int main(void)
     check_context("not frame lines");
     CHECK(!parse("Backtrace at time of failure:", &fl));
     CHECK(!parse("#00  pc 00000000000011f7  /a (main+1)", &fl)); /* no indent */
-    CHECK(!parse("          #0  pc 00000000000011f7  /a", &fl));   /* one digit */
+    CHECK(!parse("          #0  pc 00000000000011f7  /a", &fl)); /* one digit */
     CHECK(!parse("          #00  pc zz  /a", &fl));
     CHECK(!parse("          #00  pc 00000000000011f7", &fl)); /* no path */
     CHECK(!parse("          #00  pc 00000000000011f7  ", &fl));

@@ -25,7 +25,7 @@ static void free_set(struct hs_supp_set *set)
 static void test_patterns(void)
 {
     check_context("patterns");
-    CHECK(hs_supp_pattern_matches("leak", "make_leak_now"));       /* anywhere inside */
+    CHECK(hs_supp_pattern_matches("leak", "make_leak_now")); /* anywhere inside */
     CHECK(hs_supp_pattern_matches("make_*_now", "make_leak_now"));
     CHECK(hs_supp_pattern_matches("*", "x"));
     CHECK(hs_supp_pattern_matches("a*b*c", "xxaxbxxcxx"));
