@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -83,8 +84,13 @@ static void install_forwarding(void)
     signal(SIGPIPE, SIG_IGN); /* a closed stderr must not kill the reader */
 }
 
-static void exec_child(const char *command, char **argv, int fd)
+static void exec_child(const char *command, char **argv, int fd, pid_t parent)
 {
+    /* The command stands for the program: when it dies (kill -9 on the pid the caller knows)
+     * the program goes with it, as it did when the command exec'ed it in place. Only the
+     * program itself: its own children are not touched. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(127);
     struct stat st;
     char value[96];
     int flags = fcntl(fd, F_GETFD);
@@ -160,6 +166,7 @@ int hs_run_program(char **argv, const struct hs_run_options *o)
     setsockopt(sv[0], SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
     setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t child = fork();
     if (child < 0) {
         fprintf(stderr, "heapscope %s: cannot fork: %s\n", o->command, strerror(errno));
@@ -167,7 +174,7 @@ int hs_run_program(char **argv, const struct hs_run_options *o)
     }
     if (child == 0) {
         close(sv[0]);
-        exec_child(o->command, argv, sv[1]);
+        exec_child(o->command, argv, sv[1], parent);
     }
     g_child = child;
     install_forwarding();

@@ -15,7 +15,8 @@
  * sees "killed by SIGABRT" as before; error_exitcode (when >= 0) instead when an unsuppressed
  * finding was reported. Signals sent to the command (kill, not the terminal, whose signals
  * reach the program directly) are passed on to the program, so `kill -TERM` and the heap
- * dump signal work on the command's pid too. The command reads until the program has exited
+ * dump signal work on the command's pid too; a command killed outright (SIGKILL) takes the
+ * program with it (PR_SET_PDEATHSIG), as when it was the program. The command reads until the program has exited
  * and its lines are drained; lines written later by descendants that outlive it go to their
  * stderr (log.h).
  */

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -237,22 +238,45 @@ class Sources(unittest.TestCase):
                                  [("report_sources.c", LINES["overflow_free"])], text)
 
     def test_command_gone(self):
-        # The command is killed while the program runs: the program's reports at exit meet
-        # a socket nobody reads (EPIPE, never SIGPIPE): one line says so, the report follows
-        # on the program's own stderr, and the program lives to write all of it.
-        server = subprocess.Popen([CLI, "debug", "-o", "backtrace leak_track", "--", PROG,
-                                   "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=clean_env())
-        self.assertEqual(server.stdout.readline().strip(), "ready")
-        server.kill()
-        server.wait(timeout=60)
-        server.stdin.close()  # the program's stdin: it ends and reports its leaks
-        err = server.stderr.read()  # EOF once the program is gone
+        # A process of the program that outlives it (here started in the background by sh,
+        # which exits at once) reports after the command is gone: its socket meets EPIPE,
+        # never SIGPIPE; one line says so, the report follows on its own stderr, and it lives
+        # to write all of it.
+        script = 'exec 3<&0; "$0" serve <&3 & exit 0'
+        cmd = subprocess.Popen([CLI, "debug", "-o", "backtrace leak_track", "--", "sh", "-c",
+                                script, PROG], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=clean_env())
+        self.assertEqual(cmd.stdout.readline().strip(), "ready")
+        cmd.wait(timeout=60)  # sh exited: the command is gone
+        self.assertEqual(cmd.returncode, 0)
+        cmd.stdin.close()  # the background program's stdin: it ends and reports its leaks
+        err = cmd.stderr.read()  # EOF once that program is gone too
         self.assertRegex(err, r"malloc_debug: the heapscope command's report stream "
                               r"\(descriptor \d+\) cannot be written \(the command is gone\); "
                               r"messages go to stderr from now on\n")
         self.assertIn("leaked block of size 200", err)
         self.assertIn("leaked block of size 100", err)
+
+    def test_command_killed(self):
+        # kill -9 on the command (what a caller knows of the program) ends the program too.
+        server = subprocess.Popen([CLI, "debug", "--", PROG, "serve"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=clean_env())
+        self.addCleanup(server.stdin.close)
+        self.assertEqual(server.stdout.readline().strip(), "ready")
+        with open("/proc/%d/task/%d/children" % (server.pid, server.pid)) as f:
+            (program,) = [int(p) for p in f.read().split()]
+        server.kill()
+        server.wait(timeout=60)
+        for _ in range(3000):
+            if not os.path.exists("/proc/%d" % program):
+                break
+            with open("/proc/%d/stat" % program) as f:
+                if f.read().split(") ")[1].startswith("Z"):
+                    break
+            time.sleep(0.01)
+        else:
+            self.fail("process %d outlived its command" % program)
 
     def test_program_that_closes_its_descriptors(self):
         # The report socket is gone: the shim says so once and writes to stderr itself.
