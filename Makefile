@@ -36,6 +36,7 @@ bench: deps
 	@sh bench/leaks.sh $(BUILD)
 	@sh bench/leak_exit.sh $(BUILD)
 	@sh bench/report.sh $(BUILD)
+	@sh bench/symbolize.sh $(BUILD)
 	@sh bench/profile.sh $(BUILD)
 	@sh bench/attach.sh $(BUILD)
 	@python3 bench/summary.py $(BUILD)

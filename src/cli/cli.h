@@ -15,6 +15,7 @@ int hs_cmd_leaks(int argc, char **argv);
 int hs_cmd_report(int argc, char **argv);
 int hs_cmd_profile(int argc, char **argv);
 int hs_cmd_dumpheap(int argc, char **argv);
+int hs_cmd_symbolize(int argc, char **argv);
 
 /* Finds libNAME (e.g. "libmalloc_debug.so") for the build tree or the installed layout and
  * writes its absolute path to out. Returns 0, or -1 after printing where it looked. */
@@ -65,6 +66,11 @@ const char *hs_environ_value(const char *env, size_t len, const char *name);
  * preloaded shim, the system setting's (system_setting.h); NULL when neither applies. The
  * result points into env or into a static buffer. */
 const char *hs_target_md_options(pid_t pid, const char *env, size_t len);
+
+/* The pid a command pointed at `pid` should look at: the program a `heapscope debug` or
+ * `heapscope leaks -- PROGRAM` command runs (its one child) when pid is such a command (the
+ * same executable as this one), pid itself otherwise. */
+pid_t hs_program_of_command(pid_t pid);
 
 /* Prepends `lib` to LD_PRELOAD in this process's environment. Returns 0 or -1. */
 int hs_preload_prepend(const char *lib);

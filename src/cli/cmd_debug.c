@@ -1,12 +1,13 @@
 /* cmd_debug.c: `heapscope debug`, run a program with libmalloc_debug.so preloaded.
  *
  * The options are checked here first, with the shim's own parser, so that a typo stops
- * before the program runs instead of leaving it unchecked. Then the command execs the
- * program in place (same pid, same exit status and signals, nothing in between).
- * --system and --unit put malloc debug in place for programs started later instead
- * (debug_system.c, debug_unit.c).
+ * before the program runs instead of leaving it unchecked. Then the program runs as the
+ * command's child, which reads its reports (program_run.h: source lines, suppressions, exit
+ * code, JSON) and exits as the program did. --system and --unit put malloc debug in place
+ * for programs started later instead (debug_system.c, debug_unit.c).
  */
 #include "cli.h"
+#include "program_run.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -25,7 +26,9 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: heapscope debug [-o OPTIONS] [--program NAME] [--log FILE] [--] PROGRAM [ARGS...]\n"
+        "usage: heapscope debug [-o OPTIONS] [--program NAME] [--log FILE] [--suppressions FILE]\n"
+        "                       [--error-exitcode N] [--json FILE] [--no-symbolize]\n"
+        "                       [--] PROGRAM [ARGS...]\n"
         "       heapscope debug --system enable -o OPTIONS [--program NAME] [--log PATTERN]\n"
         "       heapscope debug --system disable | --system status\n"
         "       heapscope debug --unit NAME[.service] -o OPTIONS [--program NAME] [--log PATTERN]\n"
@@ -33,7 +36,10 @@ static void usage(FILE *out)
         "\n"
         "Runs PROGRAM with heapscope's malloc debug (libmalloc_debug.so) preloaded: the\n"
         "Linux port of Android's malloc debug. Corrupted guards, double frees and bad\n"
-        "pointers are reported in Android's format with a backtrace.\n"
+        "pointers are reported in Android's format with a backtrace, each frame followed by\n"
+        "its source file and line. The program runs as this command's child: its own\n"
+        "output is untouched, and the command exits with its status (or dies of the same\n"
+        "signal).\n"
         "\n"
         "Options:\n"
         "  -o, --options OPTIONS  malloc debug options, as in LIBC_DEBUG_MALLOC_OPTIONS\n"
@@ -44,6 +50,14 @@ static void usage(FILE *out)
         "                         becomes the process id. A FILE that cannot be written\n"
         "                         stops the command; one that fails later (a full disk)\n"
         "                         is said once on stderr, where the reports then go\n"
+        "      --suppressions FILE  leave out the reports FILE matches: lines error:PATTERN\n"
+        "                         (errors) and leak:PATTERN (leak_track), PATTERN matched\n"
+        "                         against each frame's function, source file and library,\n"
+        "                         * for any text; a summary says what was left out\n"
+        "      --error-exitcode N exit N (1-255) when any error or leak was reported and not\n"
+        "                         suppressed (the program's own status otherwise)\n"
+        "      --json FILE        also write each report to FILE as one JSON object per line\n"
+        "      --no-symbolize     print frames as the program wrote them, without source lines\n"
         "  -h, --help             show this help\n"
         "\n"
         "Services and whole machines (as root; docs/malloc_debug.md):\n"
@@ -82,18 +96,22 @@ static void usage(FILE *out)
         "  backtrace_dump_on_exit  write a heap dump at exit (with backtrace);\n"
         "                          kill -47 PID writes one at any time\n"
         "  abort_on_error          abort after the first error report\n"
+        "  suppressions=FILE       leave out the reports FILE's rules match, without this\n"
+        "                          command too (function and library names only)\n"
         "  verbose                 log that malloc debug is enabled and its signals\n"
         "\n"
         "Examples:\n"
         "  heapscope debug -- ./myprog arg\n"
         "  heapscope debug -o \"rear_guard=64 abort_on_error\" -l /tmp/md.%%p.log -- ./myprog\n"
         "  heapscope debug -o \"backtrace free_track leak_track\" -- ./myprog\n"
+        "  heapscope debug --error-exitcode 99 --suppressions known.supp -- ./test_suite\n"
         "  heapscope debug --unit myserver -o backtrace --log /var/log/heapscope/md.%%p.log\n"
         "  heapscope dumpheap -p $(systemctl show -p MainPID --value myserver)\n"
         "  heapscope debug --system enable -o \"guard backtrace\" --program myworker\n");
 }
 
-enum { OPT_SYSTEM = 256, OPT_UNIT, OPT_REMOVE, OPT_ROOT };
+enum { OPT_SUPP = 256, OPT_EXITCODE, OPT_JSON, OPT_NO_SYMBOLIZE, OPT_SYSTEM, OPT_UNIT, OPT_REMOVE,
+       OPT_ROOT };
 
 /* --system / --unit: the setting is written for processes started later; no program runs. */
 static int system_or_unit(const char *system, const char *unit, bool remove,
@@ -113,6 +131,10 @@ int hs_cmd_debug(int argc, char **argv)
 {
     static const struct option long_options[] = {
         {"options", required_argument, NULL, 'o'},
+        {"suppressions", required_argument, NULL, OPT_SUPP},
+        {"error-exitcode", required_argument, NULL, OPT_EXITCODE},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
         {"program", required_argument, NULL, 'P'},
         {"log", required_argument, NULL, 'l'},
         {"system", required_argument, NULL, OPT_SYSTEM},
@@ -122,9 +144,10 @@ int hs_cmd_debug(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *options = DEFAULT_OPTIONS, *program = NULL, *log_file = NULL;
+    const char *options = DEFAULT_OPTIONS, *program = NULL;
     const char *system = NULL, *unit = NULL, *root = NULL;
     bool options_given = false, remove = false;
+    struct hs_run_options run = {"debug", true, NULL, NULL, NULL, -1};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+o:l:h", long_options, NULL)) != -1) {
@@ -137,7 +160,20 @@ int hs_cmd_debug(int argc, char **argv)
             program = optarg;
             break;
         case 'l':
-            log_file = optarg;
+            run.log_file = optarg;
+            break;
+        case OPT_SUPP:
+            run.supp_file = optarg;
+            break;
+        case OPT_EXITCODE:
+            if ((run.error_exitcode = hs_parse_exitcode("debug", optarg)) < 0)
+                return 2;
+            break;
+        case OPT_JSON:
+            run.json_file = optarg;
+            break;
+        case OPT_NO_SYMBOLIZE:
+            run.symbolize = false;
             break;
         case OPT_SYSTEM:
             system = optarg;
@@ -160,7 +196,7 @@ int hs_cmd_debug(int argc, char **argv)
         }
     }
     if (system || unit || remove) {
-        struct hs_debug_setting s = {options_given ? options : NULL, program, log_file,
+        struct hs_debug_setting s = {options_given ? options : NULL, program, run.log_file,
                                      root && strcmp(root, "/") != 0 ? root : NULL};
         return system_or_unit(system, unit, remove, &s, optind < argc);
     }
@@ -178,7 +214,7 @@ int hs_cmd_debug(int argc, char **argv)
     if (!hs_cli_parse_options("debug", argv[optind], options, &cfg))
         return 2;
 
-    if (log_file && !hs_check_log_file("debug", log_file))
+    if (run.log_file && !hs_check_log_file("debug", run.log_file))
         return 1;
     if (!hs_check_shim_files("debug", &cfg, program == NULL))
         return 1;
@@ -186,12 +222,9 @@ int hs_cmd_debug(int argc, char **argv)
     if (hs_find_library("libmalloc_debug.so", lib, sizeof(lib)) != 0)
         return 1;
     if (hs_preload_prepend(lib) != 0 || setenv("LIBC_DEBUG_MALLOC_OPTIONS", options, 1) != 0 ||
-        (program && setenv("LIBC_DEBUG_MALLOC_PROGRAM", program, 1) != 0) ||
-        (log_file && setenv("HEAPSCOPE_LOG_FILE", log_file, 1) != 0)) {
+        (program && setenv("LIBC_DEBUG_MALLOC_PROGRAM", program, 1) != 0)) {
         perror("heapscope debug: setting the environment");
         return 1;
     }
-    execvp(argv[optind], argv + optind);
-    fprintf(stderr, "heapscope debug: cannot run '%s': %s\n", argv[optind], strerror(errno));
-    return 127;
+    return hs_run_program(argv + optind, &run);
 }

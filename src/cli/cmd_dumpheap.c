@@ -38,7 +38,8 @@ static void usage(FILE *out)
             "It writes the dump at its next malloc or free call.\n"
             "\n"
             "Options:\n"
-            "  -p, --pid PID       the process\n"
+            "  -p, --pid PID       the process (the PID of a 'heapscope debug' command stands for\n"
+            "                      the program it runs)\n"
             "  -o, --output FILE   where the dump goes (default: PROGRAM.PID.heapdump.txt)\n"
             "      --timeout S     how long to wait for the dump (default 30)\n"
             "  -h, --help          show this help\n");
@@ -191,6 +192,7 @@ int hs_cmd_dumpheap(int argc, char **argv)
         fprintf(stderr, "heapscope dumpheap: give the process with -p PID (see --help)\n");
         return 2;
     }
+    pid = hs_program_of_command((pid_t)pid);
     struct hs_md_config cfg;
     char program[64], dump[PATH_MAX + 32], out[PATH_MAX];
     if (target_options((pid_t)pid, &cfg, program, sizeof(program)) != 0)

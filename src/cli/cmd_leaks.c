@@ -12,6 +12,8 @@
 #include "cli.h"
 #include "heapscope/memunreachable_injected.h"
 #include "process_inject.h"
+#include "program_run.h"
+#include "report_stream.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,40 +32,57 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: heapscope leaks [--contents] [--limit N] [-o OPTIONS] [-l FILE] -- PROGRAM "
-            "[ARGS...]\n"
-            "       heapscope leaks -p PID [--timeout SECONDS] [--no-inject] [--allow-seccomp]\n"
-            "\n"
-            "Finds heap memory that nothing points to any more (leaked), in a live process,\n"
-            "pausing its threads for milliseconds (Android's libmemunreachable).\n"
-            "\n"
-            "  -- PROGRAM ARGS    run PROGRAM and report what is unreachable when it exits; the\n"
-            "                     program can also be checked while it runs with -p\n"
-            "  -p, --pid PID      check the running process PID now and print the report; a\n"
-            "                     process started by 'heapscope leaks' (or linked with\n"
-            "                     -lmemunreachable) has backtraces; any other gets the detector\n"
-            "                     loaded with ptrace and is checked without backtraces\n"
-            "\n"
-            "Options:\n"
-            "      --contents     show the first 32 bytes of each leak\n"
-            "      --limit N      report at most N leaks in detail (default 100)\n"
-            "  -o, --options OPTS malloc debug options for PROGRAM (default: \"" DEFAULT_OPTIONS
-            "\")\n"
-            "  -l, --log FILE     write PROGRAM's reports to FILE (%%p becomes the pid)\n"
-            "      --timeout S    with -p, how long to wait for the report (default 30)\n"
-            "      --no-inject    with -p, never load the detector into the process\n"
-            "      --allow-seccomp  with -p, load it even into a process under a seccomp filter\n"
-            "  -h, --help         show this help\n"
-            "\n"
-            "Examples:\n"
-            "  heapscope leaks -- ./myserver --port 8080     # report at exit\n"
-            "  heapscope leaks -p $(pidof myserver)          # report now, from another shell\n");
+    fprintf(
+        out,
+        "usage: heapscope leaks [--contents] [--limit N] [-o OPTIONS] [-l FILE] [REPORT OPTIONS]\n"
+        "                       -- PROGRAM [ARGS...]\n"
+        "       heapscope leaks -p PID [--timeout SECONDS] [--no-inject] [--allow-seccomp]\n"
+        "                       [REPORT OPTIONS]\n"
+        "\n"
+        "Finds heap memory that nothing points to any more (leaked), in a live process,\n"
+        "pausing its threads for milliseconds (Android's libmemunreachable).\n"
+        "\n"
+        "  -- PROGRAM ARGS    run PROGRAM and report what is unreachable when it exits; the\n"
+        "                     program can also be checked while it runs with -p\n"
+        "  -p, --pid PID      check the running process PID now and print the report; a\n"
+        "                     process started by 'heapscope leaks' (or linked with\n"
+        "                     -lmemunreachable) has backtraces; any other gets the detector\n"
+        "                     loaded with ptrace and is checked without backtraces. The PID\n"
+        "                     of a 'heapscope leaks -- PROGRAM' command stands for PROGRAM's.\n"
+        "                     Exits 0 when nothing is unreachable, 23 (or --error-exitcode's\n"
+        "                     N) when leaks were found, 1 when the check failed\n"
+        "\n"
+        "Each frame of a report is followed by its source file and line.\n"
+        "\n"
+        "Options:\n"
+        "      --contents     show the first 32 bytes of each leak\n"
+        "      --limit N      report at most N leaks in detail (default 100)\n"
+        "  -o, --options OPTS malloc debug options for PROGRAM (default: \"" DEFAULT_OPTIONS "\")\n"
+        "  -l, --log FILE     write PROGRAM's reports to FILE (%%p becomes the pid)\n"
+        "      --timeout S    with -p, how long to wait for the report (default 30)\n"
+        "      --no-inject    with -p, never load the detector into the process\n"
+        "      --allow-seccomp  with -p, load it even into a process under a seccomp filter\n"
+        "  -h, --help         show this help\n"
+        "\n"
+        "Report options (both forms):\n"
+        "      --suppressions FILE  leave out the leaks FILE matches: lines leak:PATTERN,\n"
+        "                     PATTERN matched against each frame's function, source file\n"
+        "                     and library, * for any text; a summary says what was left out\n"
+        "      --error-exitcode N  exit N (1-255) when a leak was reported and not\n"
+        "                     suppressed (with a program: its own status otherwise)\n"
+        "      --json FILE    also write each leak to FILE as one JSON object per line\n"
+        "      --no-symbolize print frames without source lines\n"
+        "\n"
+        "Examples:\n"
+        "  heapscope leaks -- ./myserver --port 8080     # report at exit\n"
+        "  heapscope leaks -p $(pidof myserver)          # report now, from another shell\n"
+        "  heapscope leaks --error-exitcode 23 --suppressions known.supp -- ./tests\n");
 }
 
-static int run_program(char **argv, const char *options, const char *log_file, long limit,
-                       int contents)
+static int run_program(char **argv, const char *options, const struct hs_run_options *run,
+                       long limit, int contents)
 {
+    const char *log_file = run->log_file;
     struct hs_md_config cfg;
     if (!hs_cli_parse_options("leaks", argv[0], options, &cfg))
         return 2;
@@ -83,14 +102,11 @@ static int run_program(char **argv, const char *options, const char *log_file, l
     if (hs_preload_prepend(lib) != 0 || setenv("LIBC_DEBUG_MALLOC_OPTIONS", options, 1) != 0 ||
         setenv("HEAPSCOPE_UNREACHABLE_AT_EXIT", "1", 1) != 0 ||
         setenv("HEAPSCOPE_UNREACHABLE_LIMIT", number, 1) != 0 ||
-        setenv("HEAPSCOPE_UNREACHABLE_CONTENTS", contents ? "1" : "0", 1) != 0 ||
-        (log_file && setenv("HEAPSCOPE_LOG_FILE", log_file, 1) != 0)) {
+        setenv("HEAPSCOPE_UNREACHABLE_CONTENTS", contents ? "1" : "0", 1) != 0) {
         perror("heapscope leaks: setting the environment");
         return 1;
     }
-    execvp(argv[0], argv);
-    fprintf(stderr, "heapscope leaks: cannot run '%s': %s\n", argv[0], strerror(errno));
-    return 127;
+    return hs_run_program(argv, run);
 }
 
 struct pid_args {
@@ -98,7 +114,54 @@ struct pid_args {
     int timeout_s;
     bool inject;
     bool allow_seccomp;
+    const struct hs_run_options *run;
 };
+
+/* Exit status of `leaks -p` when leaks were found and --error-exitcode was not given (as
+ * LeakSanitizer's). */
+#define LEAKS_FOUND_EXIT 23
+
+/* Prints a check's report (symbolized, suppressions applied, JSON written) and returns the
+ * exit status: 0 when nothing unreachable is left, --error-exitcode or 23 otherwise. */
+static int print_report(const char *text, size_t len, pid_t pid, const struct hs_run_options *run)
+{
+    struct hs_supp_set supp;
+    if (run->supp_file && !hs_load_suppressions("leaks", run->supp_file, &supp))
+        return 2;
+    FILE *json = NULL;
+    if (run->json_file && !(json = fopen(run->json_file, "we"))) {
+        fprintf(stderr, "heapscope leaks: cannot write %s: %s\n", run->json_file, strerror(errno));
+        return 1;
+    }
+    struct hs_report_stream_options ro = {.symbolize = run->symbolize,
+                                          .supp = run->supp_file ? &supp : NULL,
+                                          .supp_path = run->supp_file,
+                                          .out = STDOUT_FILENO,
+                                          .program_pid = pid,
+                                          .json = json,
+                                          .command = "heapscope leaks"};
+    struct hs_report_stream *rs = hs_report_stream_new(&ro);
+    if (!rs) {
+        fputs("heapscope leaks: out of memory\n", stderr);
+        return 1;
+    }
+    fflush(stdout);
+    hs_report_stream_feed(rs, text, len);
+    hs_report_stream_finish(rs);
+    size_t findings = hs_report_stream_findings(rs);
+    hs_report_stream_free(rs);
+    if (json)
+        fclose(json);
+    /* "  N bytes in M unreachable allocations": without suppressions M says it, also for the
+     * leaks beyond --limit; with them, what is left after them. */
+    unsigned long long bytes = 0, count = 0;
+    if (sscanf(text, " %llu bytes in %llu unreachable", &bytes, &count) != 2)
+        count = 0;
+    bool leaks = run->supp_file ? findings > 0 : count > 0 || findings > 0;
+    if (!leaks)
+        return 0;
+    return run->error_exitcode >= 0 ? run->error_exitcode : LEAKS_FOUND_EXIT;
+}
 
 /* Loads libmemunreachable.so into a process started without heapscope and arms its check. */
 static bool inject_detector(const struct pid_args *a)
@@ -201,10 +264,14 @@ static int check_process(const struct pid_args *a)
                 fprintf(stderr, "heapscope leaks: cannot read %s: %s\n", report, strerror(errno));
                 return 1;
             }
-            fwrite(text, 1, len, stdout);
-            bool failed = strncmp(text, "error: ", 7) == 0;
+            if (strncmp(text, "error: ", 7) == 0) {
+                fwrite(text, 1, len, stdout);
+                free(text);
+                return 1;
+            }
+            int status = print_report(text, len, pid, a->run);
             free(text);
-            return failed ? 1 : 0;
+            return status;
         }
         if (hs_process_exited(pid)) {
             fprintf(stderr, "heapscope leaks: process %d exited before answering\n", (int)pid);
@@ -218,8 +285,22 @@ static int check_process(const struct pid_args *a)
 
 int hs_cmd_leaks(int argc, char **argv)
 {
-    enum { OPT_CONTENTS = 256, OPT_LIMIT, OPT_TIMEOUT, OPT_NO_INJECT, OPT_ALLOW_SECCOMP };
+    enum {
+        OPT_CONTENTS = 256,
+        OPT_LIMIT,
+        OPT_TIMEOUT,
+        OPT_NO_INJECT,
+        OPT_ALLOW_SECCOMP,
+        OPT_SUPP,
+        OPT_EXITCODE,
+        OPT_JSON,
+        OPT_NO_SYMBOLIZE
+    };
     static const struct option long_options[] = {
+        {"suppressions", required_argument, NULL, OPT_SUPP},
+        {"error-exitcode", required_argument, NULL, OPT_EXITCODE},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
         {"pid", required_argument, NULL, 'p'},
         {"options", required_argument, NULL, 'o'},
         {"log", required_argument, NULL, 'l'},
@@ -231,7 +312,8 @@ int hs_cmd_leaks(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *options = DEFAULT_OPTIONS, *log_file = NULL;
+    const char *options = DEFAULT_OPTIONS;
+    struct hs_run_options run = {"leaks", true, NULL, NULL, NULL, -1};
     long pid = 0, limit = 100, timeout_s = 30;
     int contents = 0, c;
     bool inject = true, allow_seccomp = false;
@@ -250,7 +332,20 @@ int hs_cmd_leaks(int argc, char **argv)
             options = optarg;
             break;
         case 'l':
-            log_file = optarg;
+            run.log_file = optarg;
+            break;
+        case OPT_SUPP:
+            run.supp_file = optarg;
+            break;
+        case OPT_EXITCODE:
+            if ((run.error_exitcode = hs_parse_exitcode("leaks", optarg)) < 0)
+                return 2;
+            break;
+        case OPT_JSON:
+            run.json_file = optarg;
+            break;
+        case OPT_NO_SYMBOLIZE:
+            run.symbolize = false;
             break;
         case OPT_CONTENTS:
             contents = 1;
@@ -288,7 +383,20 @@ int hs_cmd_leaks(int argc, char **argv)
             fprintf(stderr, "heapscope leaks: give either -p PID or a program, not both\n");
             return 2;
         }
-        struct pid_args a = {(pid_t)pid, (int)timeout_s, inject, allow_seccomp};
+        if (run.log_file) {
+            fprintf(stderr, "heapscope leaks: --log is for a program run by the command; with "
+                            "-p the report goes to stdout\n");
+            return 2;
+        }
+        if (run.supp_file) { /* a bad file stops before the process is touched */
+            struct hs_supp_set check;
+            if (!hs_load_suppressions("leaks", run.supp_file, &check))
+                return 2;
+            free(check.rules);
+            free(check.text);
+        }
+        pid = hs_program_of_command((pid_t)pid);
+        struct pid_args a = {(pid_t)pid, (int)timeout_s, inject, allow_seccomp, &run};
         return check_process(&a);
     }
     if (optind >= argc) {
@@ -296,5 +404,5 @@ int hs_cmd_leaks(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    return run_program(argv + optind, options, log_file, limit, contents);
+    return run_program(argv + optind, options, &run, limit, contents);
 }

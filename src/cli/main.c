@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"leaks", hs_cmd_leaks, "find unreachable (leaked) memory in a program or a running process"},
     {"profile", hs_cmd_profile, "sample a program's allocations with low overhead (pprof output)"},
     {"report", hs_cmd_report, "turn heap dumps into text, flame graphs, folded stacks or pprof"},
+    {"symbolize", hs_cmd_symbolize, "add source lines to the frames of a saved log of reports"},
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -33,7 +34,7 @@ static void usage(FILE *out)
                  "\n"
                  "Commands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(out, "  %-8s  %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-9s  %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n"
                  "Run 'heapscope COMMAND --help' for the options of a command.\n"
                  "Options:\n"

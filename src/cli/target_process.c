@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -129,4 +130,48 @@ const char *hs_environ_value(const char *env, size_t len, const char *name)
         if (strncmp(env + i, name, name_len) == 0 && env[i + name_len] == '=')
             return env + i + name_len + 1;
     return NULL;
+}
+
+/* Whether process pid has one of heapscope's preloaded libraries mapped. */
+static bool runs_heapscope_library(pid_t pid)
+{
+    char path[64];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+    char *maps = hs_read_small_file(path, &len);
+    bool found =
+        maps && (strstr(maps, "/libmalloc_debug.so") || strstr(maps, "/libmemunreachable.so"));
+    free(maps);
+    return found;
+}
+
+pid_t hs_program_of_command(pid_t pid)
+{
+    char exe[64], target[PATH_MAX], self[PATH_MAX];
+    snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(exe, target, sizeof(target) - 1);
+    ssize_t m = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0 || m <= 0 || n != m || memcmp(target, self, (size_t)n) != 0)
+        return pid;
+    /* A heapscope command: its program is the child that runs a heapscope library (a shell's
+     * process substitution can leave other children to it). */
+    char path[96];
+    size_t len;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    char *children = hs_read_small_file(path, &len);
+    if (!children)
+        return pid;
+    pid_t program = 0;
+    int found = 0;
+    for (char *p = children, *end; *p; p = end) {
+        long child = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (child > 0 && runs_heapscope_library((pid_t)child)) {
+            program = (pid_t)child;
+            found++;
+        }
+    }
+    free(children);
+    return found == 1 ? program : pid;
 }

@@ -7,11 +7,13 @@
  * read-only or full file system) stops the command with the path and the reason. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "program_run.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -77,13 +79,20 @@ bool hs_check_log_file(const char *command, const char *pattern)
 bool hs_check_shim_files(const char *command, const struct hs_md_config *cfg, bool pid_known)
 {
     char path[PATH_MAX + 32], why[128];
+    if (cfg->suppressions[0]) { /* the shim would only log that it ignores a bad file */
+        struct hs_supp_set set;
+        if (!hs_load_suppressions(command, cfg->suppressions, &set))
+            return false;
+        free(set.rules);
+        free(set.text);
+    }
     if ((cfg->options & HS_OPT_RECORD_ALLOCS) &&
         !hs_file_writable(cfg->record_allocs_file, why, sizeof(why))) {
         fprintf(stderr, "heapscope %s: cannot write the allocation records to %s: %s\n", command,
                 cfg->record_allocs_file, why);
         return false;
     }
-    /* The pid is the program's: it is exec'ed in place. */
+    /* The command's pid stands in for the program's: the same directory, the same checks. */
     snprintf(path, sizeof(path), "%s.%d.exit.txt", cfg->backtrace_dump_prefix, (int)getpid());
     if ((cfg->options & HS_OPT_BACKTRACE_DUMP_ON_EXIT) && pid_known &&
         !hs_file_writable(path, why, sizeof(why))) {

@@ -10,8 +10,11 @@
 #include <limits.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,12 +22,20 @@ static struct {
     char tag[32];
     char program[256];
     char file_pattern[PATH_MAX]; /* HEAPSCOPE_LOG_FILE, empty for stderr */
+    /* HEAPSCOPE_LOG_FD ("FD:DEV:INO"): the heapscope command's report socket, which wins
+     * over the file. Used only while FD is still that socket (a program may close its
+     * descriptors and reuse the number): checked with fstat at each report. */
+    int stream_fd;
+    dev_t stream_dev;
+    ino_t stream_ino;
+    _Atomic int stream_failed;
     hs_log_sink_fn sink;
     void *sink_ctx;
     /* Report lock: owner is (pid << 32 | tid), 0 when free. Only the owner touches
      * depth and report_fd. */
     _Atomic uint64_t owner;
     int depth;
+    int report_dropped; /* hs_log_drop_report: the current report's lines go nowhere */
     int report_fd;
     int report_pid; /* getpid() when the report began: one system call per report, not line */
     /* A report's lines are gathered here and written together (at hs_log_end, or when full):
@@ -36,11 +47,12 @@ static struct {
      * From then on lines go to stderr, or nowhere when a hook took the news. */
     _Atomic int file_failed;
     hs_log_file_error_fn file_error_hook;
-} g_log = {.tag = "heapscope", .program = "unknown", .report_fd = -1};
+} g_log = {.tag = "heapscope", .program = "unknown", .report_fd = -1, .stream_fd = -1};
 
 /* Where a line goes when it has no log file to go to. */
 #define TO_STDERR (-1)
 #define DROPPED (-2)
+#define TO_STREAM (-3)
 
 /* Set while this thread owns the report lock (saves the two system calls of self_id() per
  * line), and while it appends to report_buf (a signal handler that logs then writes its
@@ -78,13 +90,48 @@ static void read_program_name(void)
     hs_log_set_program_name(buf);
 }
 
+/* Parses an unsigned decimal number ending at a ':' or the end of s; NULL when malformed. */
+static const char *parse_number(const char *s, unsigned long long *out)
+{
+    unsigned long long v = 0;
+    if (*s < '0' || *s > '9')
+        return NULL;
+    for (; *s >= '0' && *s <= '9'; s++)
+        v = v * 10 + (unsigned long long)(*s - '0');
+    if (*s != ':' && *s != '\0')
+        return NULL;
+    *out = v;
+    return s;
+}
+
+static void read_stream_setting(void)
+{
+    char value[96];
+    unsigned long long fd, dev, ino;
+    if (hs_env_get("HEAPSCOPE_LOG_FD", value, sizeof(value)) <= 0)
+        return;
+    const char *p = parse_number(value, &fd);
+    if (!p || *p != ':' || !(p = parse_number(p + 1, &dev)) || *p != ':' ||
+        !(p = parse_number(p + 1, &ino)) || *p != '\0' || fd > INT32_MAX)
+        return;
+    g_log.stream_dev = (dev_t)dev;
+    g_log.stream_ino = (ino_t)ino;
+    g_log.stream_fd = (int)fd;
+}
+
+static void read_settings(void)
+{
+    read_program_name();
+    hs_env_get("HEAPSCOPE_LOG_FILE", g_log.file_pattern, sizeof(g_log.file_pattern));
+    read_stream_setting();
+}
+
 void hs_log_init(const char *tag)
 {
     size_t n = strnlen(tag, sizeof(g_log.tag) - 1);
     memcpy(g_log.tag, tag, n);
     g_log.tag[n] = '\0';
-    read_program_name();
-    hs_env_get("HEAPSCOPE_LOG_FILE", g_log.file_pattern, sizeof(g_log.file_pattern));
+    read_settings();
 }
 
 void hs_log_init_program(void)
@@ -92,8 +139,7 @@ void hs_log_init_program(void)
     static int done;
     if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
         return;
-    read_program_name();
-    hs_env_get("HEAPSCOPE_LOG_FILE", g_log.file_pattern, sizeof(g_log.file_pattern));
+    read_settings();
 }
 
 void hs_log_set_file_pattern(const char *pattern)
@@ -160,6 +206,36 @@ static int file_failed(const char *path, int err)
     return TO_STDERR;
 }
 
+/* The command's socket is gone (closed by the program, or the command no longer reads):
+ * said once on stderr; lines go to stderr (or the log file) from then on. */
+static void stream_failed(const char *why)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_log.stream_failed, &expected, 1))
+        return;
+    char line[HS_LOG_LINE_MAX];
+    size_t n = hs_format(line, sizeof(line),
+                         "%s[%d] %s: the heapscope command's report stream (descriptor %d) %s; "
+                         "messages go to stderr from now on\n",
+                         g_log.program, (int)getpid(), g_log.tag, g_log.stream_fd, why);
+    write_all_fd(STDERR_FILENO, line, n);
+}
+
+/* Whether lines go to the command's socket: set, not failed, and still the same socket. */
+static bool stream_usable(void)
+{
+    if (g_log.stream_fd < 0 || atomic_load_explicit(&g_log.stream_failed, memory_order_relaxed))
+        return false;
+    int saved = errno;
+    struct stat st;
+    bool same = fstat(g_log.stream_fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+                st.st_dev == g_log.stream_dev && st.st_ino == g_log.stream_ino;
+    errno = saved;
+    if (!same)
+        stream_failed("was closed by the program");
+    return same;
+}
+
 /* The log file's path, "%p" expanded to the pid. */
 static void log_file_path(char *path, size_t cap)
 {
@@ -178,6 +254,8 @@ static void log_file_path(char *path, size_t cap)
 /* Opens the log file; TO_STDERR without one, DROPPED when it failed and a hook was told. */
 static int open_log_file(void)
 {
+    if (stream_usable())
+        return TO_STREAM;
     if (!g_log.file_pattern[0])
         return TO_STDERR;
     if (atomic_load_explicit(&g_log.file_failed, memory_order_relaxed))
@@ -225,6 +303,21 @@ static int write_line(int fd, const char *line, size_t n)
     if (fd == TO_STDERR) {
         write_all_fd(STDERR_FILENO, line, n);
         return fd;
+    }
+    if (fd == TO_STREAM) {
+        /* A SOCK_SEQPACKET socket: one message, whole or not at all; MSG_NOSIGNAL so that a
+         * command that went away gives EPIPE here, not SIGPIPE in the program. */
+        int saved = errno;
+        ssize_t w;
+        do
+            w = send(g_log.stream_fd, line, n, MSG_NOSIGNAL);
+        while (w < 0 && errno == EINTR);
+        errno = saved;
+        if (w == (ssize_t)n)
+            return fd;
+        stream_failed("cannot be written (the command is gone)");
+        write_all_fd(STDERR_FILENO, line, n);
+        return TO_STDERR;
     }
     int err = write_all_err(fd, line, n);
     if (err == 0)
@@ -285,11 +378,18 @@ void hs_log_end(void)
     if (--g_log.depth > 0)
         return;
     flush_report();
+    g_log.report_dropped = 0;
     t_owns_report = 0;
     if (g_log.report_fd >= 0)
         close(g_log.report_fd);
     g_log.report_fd = -1;
     atomic_store_explicit(&g_log.owner, 0, memory_order_release);
+}
+
+void hs_log_drop_report(void)
+{
+    if (t_owns_report)
+        g_log.report_dropped = 1;
 }
 
 void hs_vlog(const char *fmt, va_list ap)
@@ -300,6 +400,8 @@ void hs_vlog(const char *fmt, va_list ap)
 void hs_vlog_tag(const char *tag, const char *fmt, va_list ap)
 {
     int in_report = t_owns_report;
+    if (in_report && g_log.report_dropped)
+        return;
     char line[HS_LOG_LINE_MAX];
     int pid = in_report ? g_log.report_pid : (int)getpid();
     size_t n = hs_format(line, sizeof(line), "%s[%d] %s: ", g_log.program, pid, tag);

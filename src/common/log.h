@@ -9,6 +9,12 @@
  * lines go to stderr from then on (or, with a hook set, the hook is told and they are
  * dropped: a tool whose stderr is its caller's).
  *
+ * Under the heapscope command, HEAPSCOPE_LOG_FD="FD:DEV:INO" names a SOCK_SEQPACKET socket
+ * the command reads (it symbolizes and forwards the lines): lines go there, before the log
+ * file and stderr, as long as descriptor FD is still that socket (fstat at each report).
+ * When the program closed it (or reused the number), or the command is gone (EPIPE; never
+ * SIGPIPE), that is said once on stderr and lines go to the log file or stderr from then on.
+ *
  * A multi-line report is framed by hs_log_begin()/hs_log_end() so that reports from several
  * threads never interleave. The report lock may be re-entered by its owner and is released
  * automatically in a child after fork (the owner's pid no longer matches).
@@ -54,6 +60,10 @@ void hs_vlog_tag(const char *tag, const char *fmt, va_list ap);
 /* Frames a multi-line report: lines logged in between stay together. */
 void hs_log_begin(void);
 void hs_log_end(void);
+
+/* Drops the rest of the calling thread's open report (a suppressed one): its lines, until
+ * the hs_log_end that closes it, go nowhere. No-op outside a report. */
+void hs_log_drop_report(void);
 
 /* Called once, instead of the line on stderr, when the log file cannot be opened or
  * written (err: the errno); the lines after it are dropped. NULL restores the default. */

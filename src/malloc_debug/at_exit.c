@@ -13,6 +13,7 @@
 #include "heap_dump.h"
 #include "leak_report.h"
 #include "record_allocs.h"
+#include "suppress.h"
 
 __attribute__((destructor)) static void hs_md_at_exit(void)
 {
@@ -23,6 +24,7 @@ __attribute__((destructor)) static void hs_md_at_exit(void)
         hs_md_free_queue_verify_all();
     if (options & HS_OPT_LEAK_TRACK)
         hs_md_leak_report();
+    hs_md_suppressions_summary();
     if (options & HS_OPT_LOG_ALLOCATOR_STATS_ON_EXIT)
         hs_md_log_allocator_stats();
     hs_md_heap_dump_at_exit();

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "debug_state.h"
+#include "suppress.h"
 #include "embedding.h"
 #include "free_queue.h"
 #include "guarded.h"
@@ -158,6 +159,7 @@ static int configure(void)
     if ((cfg->options & ~(uint32_t)HS_OPT_SAMPLE_GUARD_RECOVER) == 0)
         return HS_MD_PASSTHROUGH; /* nothing on (sample_guard_recover alone only tunes) */
 
+    hs_md_suppressions_load();
     hs_md.header = (cfg->options & HS_OPT_HEADER_OPTIONS) != 0;
     hs_md.track = (cfg->options & HS_OPT_TRACK_OPTIONS) != 0;
     hs_md.backtrace_on = cfg->backtrace_enabled;

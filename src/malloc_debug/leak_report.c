@@ -15,6 +15,7 @@
 #include "log.h"
 #include "pointer_table.h"
 #include "sort.h"
+#include "suppress.h"
 #include "symbols_loader.h"
 
 struct leak {
@@ -188,16 +189,34 @@ void hs_md_leak_report(void)
     size_t groups_cap = 0, num_groups = 0, with_bt = 0;
     for (size_t i = 0; i < c.count; i++)
         with_bt += c.leaks[i].bt != NULL;
-    if (with_bt)
-        num_groups = group_by_stack(c.leaks, c.count, &groups, &groups_cap);
-    /* The summary says something only when stacks repeat or the list is cut. */
-    bool summary = num_groups != SIZE_MAX && num_groups > 0 &&
-                   (num_groups < with_bt || c.count > list_max);
 
     /* Only now (the leaks are taken) may elfutils allocate: its blocks are not leaks. */
     if (with_bt)
         hs_md_symbols_load();
     struct hs_backtrace_printer *printer = with_bt ? hs_backtrace_printer_new(&hs_md_arena) : NULL;
+    /* Suppressed leaks (leak: rules) leave the report before anything is counted, so that
+     * its counts and stacks are those of the leaks that remain. */
+    if (with_bt && hs_md_suppressions_have(HS_SUPP_LEAK)) {
+        size_t kept = 0;
+        for (size_t i = 0; i < c.count; i++) {
+            struct leak *l = &c.leaks[i];
+            if (l->bt && hs_md_suppressed(HS_SUPP_LEAK, l->bt->frames, l->bt->num_frames,
+                                          printer, l->size)) {
+                hs_md_bt_release(l->bt);
+                continue;
+            }
+            c.leaks[kept++] = *l;
+        }
+        c.count = kept;
+        with_bt = 0;
+        for (size_t i = 0; i < c.count; i++)
+            with_bt += c.leaks[i].bt != NULL;
+    }
+    if (with_bt)
+        num_groups = group_by_stack(c.leaks, c.count, &groups, &groups_cap);
+    /* The summary says something only when stacks repeat or the list is cut. */
+    bool summary = num_groups != SIZE_MAX && num_groups > 0 &&
+                   (num_groups < with_bt || c.count > list_max);
 
     const char *prog = hs_log_program_name();
     hs_log_begin();

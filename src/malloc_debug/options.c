@@ -53,6 +53,8 @@ _Static_assert(sizeof(((struct hs_md_config *)0)->backtrace_dump_prefix) == PATH
                "string options are PATH_MAX buffers");
 _Static_assert(sizeof(((struct hs_md_config *)0)->record_allocs_file) == PATH_MAX,
                "string options are PATH_MAX buffers");
+_Static_assert(sizeof(((struct hs_md_config *)0)->suppressions) == PATH_MAX,
+               "string options are PATH_MAX buffers");
 
 enum hs_md_value_kind {
     HS_MD_VALUE_NONE,     /* a flag: giving a value is an error */
@@ -209,6 +211,8 @@ static const struct hs_md_option hs_md_options[] = {
                  HS_MD_MAX_RECORD_ALLOCS, record_allocs_num_entries),
     HS_MD_STRING("record_allocs_file", NULL, record_allocs_file, HS_MD_DEFAULT_RECORD_ALLOCS_FILE),
     HS_MD_FLAG("record_allocs_on_exit", NULL, HS_OPT_RECORD_ALLOCS_ON_EXIT),
+
+    HS_MD_STRING("suppressions", NULL, suppressions, ""),
 
     HS_MD_FLAG("verify_pointers", NULL, HS_OPT_VERIFY_POINTERS),
     HS_MD_FLAG("abort_on_error", NULL, HS_OPT_ABORT_ON_ERROR),

@@ -93,6 +93,8 @@ struct hs_md_config {
     size_t record_allocs_num_entries;
     char record_allocs_file[PATH_MAX];
 
+    char suppressions[PATH_MAX]; /* suppressions=FILE (suppressions.h), "" for none */
+
     size_t page_guard_side;           /* enum hs_md_guard_side: REAR or FRONT */
     size_t page_guard_quarantine_mib; /* freed blocks' pages kept PROT_NONE, MiB */
     size_t sample_guard_rate;         /* about one allocation in N goes to a guarded slot */

@@ -6,10 +6,31 @@
 #include "capture.h"
 #include "debug_state.h"
 #include "log.h"
+#include "signal_trampoline.h"
+#include "suppress.h"
 
 #include <stdlib.h>
 
 #define HS_MD_FAILURE_FRAMES 64
+
+/* Set while this thread's open report is suppressed (error: rules): not logged, no abort. */
+static __thread int t_suppressed __attribute__((tls_model("initial-exec")));
+
+/* Whether the report about to begin is suppressed: its failure backtrace (captured here, as
+ * hs_md_report_end_with_backtrace will) against the error: rules. A report made in a signal
+ * handler (a fault on a guard page: the program cannot go on past it) is never suppressed:
+ * a silent crash would be worse than the report. */
+static bool error_suppressed(void)
+{
+    if (!hs_md_suppressions_have(HS_SUPP_ERROR))
+        return false;
+    uintptr_t frames[HS_MD_FAILURE_FRAMES];
+    size_t n = hs_md_capture(frames, HS_MD_FAILURE_FRAMES);
+    for (size_t i = 0; i < n; i++)
+        if (hs_is_signal_trampoline(frames[i]) || hs_is_signal_trampoline(frames[i] + 1))
+            return false;
+    return hs_md_suppressed(HS_SUPP_ERROR, frames, n, NULL, 0) != NULL;
+}
 
 void hs_md_report_begin(void)
 {
@@ -18,7 +39,12 @@ void hs_md_report_begin(void)
     __atomic_store_n(&hs_md.heap_suspect, 1, __ATOMIC_RELAXED);
     hs_backtrace_set_name_fallback(NULL);
     hs_md_in_shim++;
+    bool suppressed = error_suppressed();
     hs_log_begin();
+    if (suppressed && !t_suppressed) {
+        t_suppressed = 1;
+        hs_log_drop_report();
+    }
     hs_log(HS_MD_LOG_DIVIDER);
 }
 
@@ -26,13 +52,16 @@ void hs_md_report_close(void)
 {
     hs_log(HS_MD_LOG_DIVIDER);
     hs_log_end();
+    t_suppressed = 0;
     hs_md_in_shim--;
 }
 
 void hs_md_report_end(void)
 {
+    bool suppressed = t_suppressed;
+    t_suppressed = 0;
     hs_md_report_close();
-    if (hs_md.cfg.options & HS_OPT_ABORT_ON_ERROR)
+    if ((hs_md.cfg.options & HS_OPT_ABORT_ON_ERROR) && !suppressed)
         abort();
 }
 

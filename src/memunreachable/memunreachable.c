@@ -22,6 +22,8 @@
 #include "log.h"
 #include "report_text.h"
 #include "result_codec.h"
+#include "debug_state.h"
+#include "suppress.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -282,6 +284,72 @@ static void log_line(const char *line, size_t len, void *ctx)
     mu_log("%.*s", (int)len, line);
 }
 
+/* What malloc debug's option suppressions=FILE (suppress.h) took out of one check. */
+#define MAX_USED_RULES 32
+struct suppressed {
+    size_t count;
+    struct {
+        const struct hs_supp_rule *rule;
+        size_t leaks, bytes;
+    } used[MAX_USED_RULES];
+};
+
+/* Takes the leaks the leak: rules match out of info (and out of its totals: a leak with the
+ * allocations folded into it). */
+static void drop_suppressed(struct UnreachableMemoryInfo *info, struct suppressed *out)
+{
+    out->count = 0;
+    if (!hs_md_suppressions_have(HS_SUPP_LEAK) || !info->leaks)
+        return;
+    size_t kept = 0;
+    for (size_t i = 0; i < info->num_reported_leaks; i++) {
+        struct UnreachableLeak *l = &info->leaks[i];
+        size_t n = l->num_backtrace_frames < UNREACHABLE_BACKTRACE_FRAMES
+                       ? l->num_backtrace_frames
+                       : UNREACHABLE_BACKTRACE_FRAMES;
+        size_t allocations = 1 + l->referenced_count + l->similar_count +
+                             l->similar_referenced_count;
+        const struct hs_supp_rule *rule =
+            hs_md_suppressed(HS_SUPP_LEAK, l->backtrace_frames, n, NULL, l->total_size);
+        if (!rule) {
+            if (kept != i)
+                info->leaks[kept] = *l;
+            kept++;
+            continue;
+        }
+        info->num_leaks -= allocations <= info->num_leaks ? allocations : info->num_leaks;
+        info->leak_bytes -= l->total_size <= info->leak_bytes ? l->total_size : info->leak_bytes;
+        size_t u = 0;
+        while (u < out->count && out->used[u].rule != rule)
+            u++;
+        if (u == MAX_USED_RULES)
+            continue;
+        if (u == out->count) {
+            out->used[u].rule = rule;
+            out->used[u].leaks = out->used[u].bytes = 0;
+            out->count++;
+        }
+        out->used[u].leaks += allocations;
+        out->used[u].bytes += l->total_size;
+    }
+    info->num_reported_leaks = kept;
+}
+
+/* "suppressed N leaks (B bytes) with leak:PATTERN (FILE:LINE)" for the rules used. */
+static void suppressed_lines(const struct suppressed *s, const char *indent,
+                             void (*emit)(const char *line, size_t len, void *ctx), void *ctx)
+{
+    for (size_t i = 0; i < s->count; i++) {
+        char line[HS_LOG_LINE_MAX];
+        size_t n = hs_format(line, sizeof(line), "%ssuppressed %zu leak%s (%zu bytes) with "
+                             "leak:%s (%s:%u)", indent, s->used[i].leaks,
+                             s->used[i].leaks == 1 ? "" : "s", s->used[i].bytes,
+                             s->used[i].rule->pattern, hs_md.cfg.suppressions,
+                             s->used[i].rule->line);
+        emit(line, n, ctx);
+    }
+}
+
 /* The summary line, then each reported leak (the text report without its header). */
 static void log_report(const struct UnreachableMemoryInfo *info, bool log_contents)
 {
@@ -294,12 +362,24 @@ static void log_report(const struct UnreachableMemoryInfo *info, bool log_conten
         hs_mu_report_leak(&info->leaks[i], log_contents, log_line, NULL);
 }
 
+/* The suppressions and the log of a check that ran. Out of line, like report_checked: the
+ * callers' frames, live during the check (their stack is a root, scanned conservatively),
+ * stay as small as they were, so that no stale word of an earlier call lands in them. */
+static __attribute__((noinline)) void log_checked(struct UnreachableMemoryInfo *info,
+                                                  bool log_contents)
+{
+    struct suppressed supp;
+    drop_suppressed(info, &supp);
+    log_report(info, log_contents);
+    suppressed_lines(&supp, "", log_line, NULL);
+}
+
 HS_EXPORT bool LogUnreachableMemory(bool log_contents, size_t limit)
 {
     struct UnreachableMemoryInfo info = {0};
     if (!GetUnreachableMemory(&info, limit))
         return false;
-    log_report(&info, log_contents);
+    log_checked(&info, log_contents);
     FreeUnreachableMemory(&info);
     return true;
 }
@@ -398,6 +478,32 @@ static void write_failure(const char *path)
     free(t.data);
 }
 
+/* The report of a check that ran: suppressions, the log, the file for `leaks -p`. */
+static __attribute__((noinline)) void report_checked(struct UnreachableMemoryInfo *info,
+                                                     bool contents, const char *path)
+{
+    struct suppressed supp;
+    drop_suppressed(info, &supp);
+    /* Attached from outside (injected), the report goes to the command only, with what the
+     * check noted on the way (a heap walk cut short ...), which the process's log has
+     * otherwise. */
+    if (!hs_mu_injected()) {
+        log_report(info, contents);
+        suppressed_lines(&supp, "", log_line, NULL);
+    }
+    struct text t = {0};
+    hs_mu_report_text_note(info, contents, report_note(), append_line, &t);
+    suppressed_lines(&supp, "  ", append_line, &t);
+    if (have_kept()) {
+        static const char noted[] = "  Noted during the check:";
+        append_line(noted, sizeof(noted) - 1, &t);
+        append_kept(&t, "    ");
+    }
+    if (!t.failed && t.data)
+        write_report_file(path, t.data, t.len);
+    free(t.data);
+}
+
 HS_EXPORT void heapscope_unreachable_check(void)
 {
     bool contents = env_number("HEAPSCOPE_UNREACHABLE_CONTENTS", 0) != 0;
@@ -410,22 +516,8 @@ HS_EXPORT void heapscope_unreachable_check(void)
         write_failure(path);
         return;
     }
-    /* Attached from outside (injected), the report goes to the command only, with what the
-     * check noted on the way (a heap walk cut short ...), which the process's log has
-     * otherwise. */
-    if (!hs_mu_injected())
-        log_report(&info, contents);
-    struct text t = {0};
-    hs_mu_report_text_note(&info, contents, report_note(), append_line, &t);
+    report_checked(&info, contents, path);
     FreeUnreachableMemory(&info);
-    if (have_kept()) {
-        static const char noted[] = "  Noted during the check:";
-        append_line(noted, sizeof(noted) - 1, &t);
-        append_kept(&t, "    ");
-    }
-    if (!t.failed && t.data)
-        write_report_file(path, t.data, t.len);
-    free(t.data);
 }
 
 /* `heapscope leaks -- PROGRAM`: the check at exit. */

@@ -70,16 +70,17 @@ class Cli(Case):
             self.assertEqual(r.stderr, "heapscope %s: cannot write the log file "
                              "/nonexistent-dir/md.log: No such file or directory\n" % command)
         # Failing while the program runs (every write to /dev/full fails with ENOSPC): the
-        # shim says so once on the program's stderr, and the reports follow there.
+        # command, which writes the log, says so once on its stderr, and the reports follow
+        # there, the failed one included.
         r = cli(["debug", "--log", "/dev/full", BUGS, "rear_overflow_1"])
         self.assertEqual(r.returncode, 0, r.stderr)
-        bodies = [LINE_RE.match(l).group("body") for l in r.stderr.splitlines()
-                  if LINE_RE.match(l)]
-        self.assertEqual(bodies[0], "cannot write the log file /dev/full: No space left on "
-                                    "device; messages go to stderr from now on")
-        self.assertEqual(bodies[1], DIVIDER)
-        self.assertIn("SIZE 100 HAS A CORRUPTED REAR GUARD", bodies[2])
-        self.assertEqual(sum("cannot write the log file" in b for b in bodies), 1)
+        lines = r.stderr.splitlines()
+        self.assertEqual(lines[0], "heapscope debug: cannot write the log file /dev/full: No "
+                                   "space left on device; reports go to stderr from now on")
+        bodies = [LINE_RE.match(l).group("body") for l in lines if LINE_RE.match(l)]
+        self.assertEqual(bodies[0], DIVIDER)
+        self.assertIn("SIZE 100 HAS A CORRUPTED REAR GUARD", bodies[1])
+        self.assertEqual(sum("cannot write the log file" in l for l in lines), 1)
 
     def test_debug_files_of_the_shim_that_cannot_be_written(self):
         # The allocation records and the heap dump at exit: seen before the program runs.
@@ -113,8 +114,9 @@ class Cli(Case):
             pid = [l for l in r.stdout.splitlines() if l.startswith("pid=")][0][4:]
             bodies = [LINE_RE.match(l).group("body") for l in r.stderr.splitlines()
                       if LINE_RE.match(l)]
-            self.assertEqual(bodies[0], "cannot write the log file %s/md.%s.log: No space "
-                             "left on device; messages go to stderr from now on" % (d, pid))
+            self.assertEqual(r.stderr.splitlines()[0], "heapscope debug: cannot write the log "
+                             "file %s/md.%s.log: No space left on device; reports go to stderr "
+                             "from now on" % (d, pid))
             self.assertIn("SIZE 100 HAS A CORRUPTED REAR GUARD", "\n".join(bodies))
             # Full before it starts: the command stops.
             script = ('mount -t tmpfs -o size=64k none "$1" && '

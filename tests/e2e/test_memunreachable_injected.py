@@ -72,7 +72,7 @@ class Injected(Case):
             self.assertGreater(len(freed), 40)
 
             r = check(proc.pid)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(r.returncode, 23, "leaks found: " + r.stdout + r.stderr)
             self.assertEqual("loaded the detector into process %d" % proc.pid in r.stderr,
                              lib == "-", r.stderr)
             lines = r.stdout.splitlines()
@@ -110,7 +110,7 @@ class Injected(Case):
             proc.stdin.flush()
             self.assertEqual(proc.stdout.readline().strip(), "corrupt_ok 1")
             fourth = check(proc.pid)
-            self.assertEqual(fourth.returncode, 0, fourth.stdout + fourth.stderr)
+            self.assertEqual(fourth.returncode, 23, fourth.stdout + fourth.stderr)
             noted = fourth.stdout.split("  Noted during the check:\n")
             self.assertEqual(len(noted), 2, fourth.stdout)
             self.assertRegex(noted[1], r"^    glibc heap: ", fourth.stdout)

@@ -147,8 +147,8 @@ class MallocDebugPage(unittest.TestCase):
         """The sentence every option's paragraph ends with, from the table's row."""
         if o.value == "none":
             return "takes no value."
-        if o.value == "string":
-            return "default %s." % o.default_string
+        if o.value == "string":  # an empty default string: the option is off without a path
+            return "default %s." % o.default_string if o.default_string else "no default."
         if o.value == "word":
             return "one of %s; default %s." % (", ".join(o.words), o.default_string)
         if o.value == "required":

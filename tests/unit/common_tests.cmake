@@ -55,3 +55,16 @@ target_include_directories(test_fault_context PRIVATE ${HS_COMMON_TESTS_DIR})
 target_compile_options(test_fault_context PRIVATE -O0 -fno-omit-frame-pointer)
 target_link_libraries(test_fault_context PRIVATE hs_common)
 add_test(NAME unit.fault_context COMMAND test_fault_context)
+
+# Suppression rules (suppressions.c): the parser and the wildcard matcher.
+add_executable(test_suppressions ${HS_COMMON_TESTS_DIR}/test_suppressions.c)
+target_include_directories(test_suppressions PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_suppressions PRIVATE hs_common)
+add_test(NAME unit.suppressions COMMAND test_suppressions)
+
+# Android frame lines taken apart (frame_line.c): the command's source lines and the shim's
+# suppressions read them.
+add_executable(test_frame_line ${HS_COMMON_TESTS_DIR}/test_frame_line.c)
+target_include_directories(test_frame_line PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_frame_line PRIVATE hs_common)
+add_test(NAME unit.frame_line COMMAND test_frame_line)
