@@ -249,7 +249,7 @@ class WholeMachine(unittest.TestCase):
             env -i "$MU" - < "$D/in" > "$D/mu.out" 2> "$D/mu.err" &
             exec 3> "$D/in"
             until grep -q READY "$D/mu.out"; do sleep 0.1; done
-            "$CLI" leaks -p $! > "$D/leaks.out"
+            s=0; "$CLI" leaks -p $! > "$D/leaks.out" || s=$?; echo "$s" > "$D/leaks.status"
             exec 3>&-
             wait $!
             echo "pid=$!" >> "$D/mu.out"
@@ -257,6 +257,7 @@ class WholeMachine(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         out = self.read("mu.out")
         self.assertIn("\ndone\n", out)
+        self.assertEqual(self.read("leaks.status"), "23\n")  # leaks found (issue 15)
         self.assertEqual(self.read("mu.err"), "")
         report = self.read("leaks.out")
         self.assertRegex(report, r"^  \d+ bytes in 4 unreachable allocations\n")

@@ -140,7 +140,7 @@ class Injected(Case):
             leak_small = addresses(facts["leak_small"])
             leak_big = addresses(facts["leak_big"])
             r = check(proc.pid)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(r.returncode, 23, "leaks found: " + r.stdout + r.stderr)
             self.assertNotIn("loaded the detector", r.stderr)  # the shim loads it itself
             self.assertEqual(r.stdout.splitlines()[:4], [
                 "  %d bytes in 4 unreachable allocations" % (3 * small + big),
