@@ -1,6 +1,8 @@
 /* format.c: allocation-free printf subset (see format.h for the supported conversions). */
 #include "format.h"
 
+#include "hs_assert.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -186,6 +188,7 @@ size_t hs_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
             break;
         }
     }
+    hs_assert(o.len <= o.cap);
     buf[o.len] = '\0';
     return o.len;
 }
