@@ -70,3 +70,9 @@ foreach(level 2 0)
   string(REPLACE "test_" "unit." test_name ${name})
   add_test(NAME ${test_name} COMMAND ${name})
 endforeach()
+
+# The allocation-free formatter (format.c) against vsnprintf.
+add_executable(test_format ${HS_COMMON_TESTS_DIR}/test_format.c)
+target_include_directories(test_format PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_format PRIVATE hs_common)
+add_test(NAME unit.format COMMAND test_format)
