@@ -566,12 +566,18 @@ static int find_debuginfo_cb(Dwfl_Module *mod, void **userdata, const char *modn
         debuglink_file == NULL || (f->debuglink && strcmp(debuglink_file, f->debuglink) == 0 &&
                                    debuglink_crc == f->debuglink_crc);
     int fd;
-    if (is_main)
+    if (is_main) {
+        /* libdwfl asks again for a module whose debug file it could not use (a truncated
+         * one), passing the name we gave it last time (the module's, which it frees only
+         * with the module): drop it rather than overwrite it. */
+        free(*debuginfo_file_name);
+        *debuginfo_file_name = NULL;
         fd = find_main_debuginfo(f->owner, f, mod, userdata, modname, base, file_name,
                                  debuglink_file, debuglink_crc, debuginfo_file_name);
-    else
+    } else {
         fd = find_alt_debuginfo(f->owner, mod, userdata, modname, base, file_name, debuglink_file,
                                 debuginfo_file_name);
+    }
     if (fd < 0)
         errno = 0; /* nothing found is not an error */
     return fd;
