@@ -46,7 +46,7 @@ set_tests_properties(unit.capture_gate PROPERTIES TIMEOUT 180)
 # The private allocator (arena.c): growing blocks, large ones by mremap.
 add_executable(test_arena ${HS_COMMON_TESTS_DIR}/test_arena.c)
 target_include_directories(test_arena PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_arena PRIVATE hs_common)
+target_link_libraries(test_arena PRIVATE hs_common Threads::Threads)
 add_test(NAME unit.arena COMMAND test_arena)
 
 # A fault's access kind and stack from its signal context (fault_context.c).
