@@ -91,7 +91,8 @@ int hs_sopt_of(int opt, bool for_profile)
 {
     for (int id = 0; id < HS_SOPT_COUNT; id++)
         if (wanted(id, for_profile) &&
-            (opt == HS_SOPT_VAL + id || (hs_sopts[id].short_name && opt == hs_sopts[id].short_name)))
+            (opt == HS_SOPT_VAL + id ||
+             (hs_sopts[id].short_name && opt == hs_sopts[id].short_name)))
             return id;
     return -1;
 }
@@ -102,8 +103,8 @@ bool hs_sopt_parse(int id, const char *value, uint64_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(value, &end, 10);
-    if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || v < o->min ||
-        v > o->max || (o->power_of_two && (v & (v - 1)) != 0))
+    if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || v < o->min || v > o->max ||
+        (o->power_of_two && (v & (v - 1)) != 0))
         return false;
     *out = v;
     return true;

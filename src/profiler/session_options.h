@@ -33,14 +33,14 @@ enum hs_sopt_id {
 };
 
 struct hs_sopt {
-    const char *name;   /* the long option, dashes included ("--interval") */
-    char short_name;    /* its one-letter form, or 0 */
-    const char *arg;    /* the value's name in --help ("BYTES"), NULL for a flag */
-    uint64_t min, max;  /* accepted values (a value option) */
-    bool power_of_two;  /* and a power of two */
-    bool in_profile;    /* `heapscope profile` takes it too and forwards it */
-    const char *help;   /* --help text; '\n' starts a continuation line */
-    const char *takes;  /* the error's end: "<name> takes <takes>" */
+    const char *name;  /* the long option, dashes included ("--interval") */
+    char short_name;   /* its one-letter form, or 0 */
+    const char *arg;   /* the value's name in --help ("BYTES"), NULL for a flag */
+    uint64_t min, max; /* accepted values (a value option) */
+    bool power_of_two; /* and a power of two */
+    bool in_profile;   /* `heapscope profile` takes it too and forwards it */
+    const char *help;  /* --help text; '\n' starts a continuation line */
+    const char *takes; /* the error's end: "<name> takes <takes>" */
 };
 
 extern const struct hs_sopt hs_sopts[HS_SOPT_COUNT];

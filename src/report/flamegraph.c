@@ -6,10 +6,10 @@
  * layout does not move when the value shown changes), each node as its depth, a name index and
  * one value per kind; the node's position in that order is its id (the page's #zoom=ID).
  *
- * The page's script (flamegraph.js) rebuilds the tree from the depths, draws it as absolutely positioned divs
- * with the root ("all") at the top and callees below, and creates only the frames at least half
- * a pixel wide, so large profiles stay fast. Its state (zoom, search, value) lives in the URL
- * fragment and behind window.heapscopeFlame (zoomTo, search, setValue, state, details). The
+ * The page's script (flamegraph.js) rebuilds the tree from the depths, draws it as absolutely
+ * positioned divs with the root ("all") at the top and callees below, and creates only the frames
+ * at least half a pixel wide, so large profiles stay fast. Its state (zoom, search, value) lives in
+ * the URL fragment and behind window.heapscopeFlame (zoomTo, search, setValue, state, details). The
  * script and the style sheet (flamegraph.css) are files of their own, compiled in at build time
  * (flamegraph_assets.h).
  *

@@ -106,8 +106,8 @@ static void test_classes(void)
 {
     check_context("every size: 16-aligned, writable, freed blocks reused within their class");
     struct hs_arena a = HS_ARENA_INIT;
-    static const size_t sizes[] = {0, 1, 15, 16, 17, 48, 49, 100, 1000, 4096, 4097, 40000,
-                                   65536, 65537, 300000};
+    static const size_t sizes[] = {0,    1,    15,   16,    17,    48,    49,    100,
+                                   1000, 4096, 4097, 40000, 65536, 65537, 300000};
     void *blocks[sizeof(sizes) / sizeof(*sizes)];
     for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes); i++) {
         blocks[i] = hs_arena_alloc(&a, sizes[i]);

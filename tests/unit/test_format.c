@@ -118,9 +118,25 @@ static void test_integers(void)
     static const char *const lengths[] = {"", "hh", "h", "l", "ll", "z", "j", "t"};
     static const char convs[] = {'d', 'i', 'u', 'x', 'X'};
     static const long long values[] = {
-        0,        1,         -1,        7,          -42,       255,      256,     0x1ff,
-        -129,     32767,     70000,     -70000,     INT_MAX,   INT_MIN,  UINT_MAX,
-        LLONG_MAX, LLONG_MIN, 0x123456789abcdefll, -0x123456789abcdefll,
+        0,
+        1,
+        -1,
+        7,
+        -42,
+        255,
+        256,
+        0x1ff,
+        -129,
+        32767,
+        70000,
+        -70000,
+        INT_MAX,
+        INT_MIN,
+        UINT_MAX,
+        LLONG_MAX,
+        LLONG_MIN,
+        0x123456789abcdefll,
+        -0x123456789abcdefll,
     };
     char fmt[32];
     for (size_t f = 0; f < sizeof(flag_sets) / sizeof(*flag_sets); f++)
@@ -132,8 +148,7 @@ static void test_integers(void)
                     size_t nstar = star ? sizeof(star_widths) / sizeof(*star_widths) : 1;
                     for (size_t s = 0; s < nstar; s++)
                         for (size_t v = 0; v < sizeof(values) / sizeof(*values); v++)
-                            same_int(fmt, star, star_widths[s], lengths[l], convs[c],
-                                     values[v]);
+                            same_int(fmt, star, star_widths[s], lengths[l], convs[c], values[v]);
                 }
 }
 

@@ -117,7 +117,8 @@ __attribute__((unused)) static bool exited_ok(const struct outcome *o)
     return WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0;
 }
 
-__attribute__((unused)) static void expect_line(const struct outcome *o, const char *cond, const char *func)
+__attribute__((unused)) static void expect_line(const struct outcome *o, const char *cond,
+                                                const char *func)
 {
     char want[512];
     snprintf(want, sizeof(want),

@@ -46,28 +46,26 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: heapprofd --socket ADDRESS [options]\n"
-            "\n"
-            "The daemon of heapscope's sampling heap profiler: programs started with\n"
-            "libheapprofd.so preloaded connect to ADDRESS (a path, or @NAME for an abstract\n"
-            "socket); their profiles are written to the output directory. Usually started by\n"
-            "'heapscope profile'.\n"
-            "\n"
-            "Options:\n"
-            "  -s, --socket ADDRESS     where to listen (required, unless systemd passes the\n"
-            "                           socket: heapprofd.socket)\n"
-            "  -o, --output DIR         where profiles go (default: the current directory)\n");
+    fprintf(out, "usage: heapprofd --socket ADDRESS [options]\n"
+                 "\n"
+                 "The daemon of heapscope's sampling heap profiler: programs started with\n"
+                 "libheapprofd.so preloaded connect to ADDRESS (a path, or @NAME for an abstract\n"
+                 "socket); their profiles are written to the output directory. Usually started by\n"
+                 "'heapscope profile'.\n"
+                 "\n"
+                 "Options:\n"
+                 "  -s, --socket ADDRESS     where to listen (required, unless systemd passes the\n"
+                 "                           socket: heapprofd.socket)\n"
+                 "  -o, --output DIR         where profiles go (default: the current directory)\n");
     /* The session's options, as `heapscope profile` describes those it forwards. */
     hs_sopt_help(out, false, 27);
-    fprintf(out,
-            "  -p, --pid PID            accept only this process (repeatable)\n"
-            "  -l, --log FILE           log to FILE instead of stderr\n"
-            "      --ready-fd N         report events on descriptor N\n"
-            "  -h, --help               show this help\n"
-            "\n"
-            "Signals: SIGUSR1 dumps every process now; SIGTERM or SIGINT stops the sessions,\n"
-            "writes their final profiles and exits.\n");
+    fprintf(out, "  -p, --pid PID            accept only this process (repeatable)\n"
+                 "  -l, --log FILE           log to FILE instead of stderr\n"
+                 "      --ready-fd N         report events on descriptor N\n"
+                 "  -h, --help               show this help\n"
+                 "\n"
+                 "Signals: SIGUSR1 dumps every process now; SIGTERM or SIGINT stops the sessions,\n"
+                 "writes their final profiles and exits.\n");
 }
 
 struct daemon {
@@ -219,8 +217,7 @@ static int parse_options(int argc, char **argv, struct daemon *d, const char **a
         if (id >= 0) {
             v = 0;
             if (hs_sopts[id].arg && !hs_sopt_parse(id, optarg, &v)) {
-                fprintf(stderr, "heapprofd: %s takes %s\n", hs_sopts[id].name,
-                        hs_sopts[id].takes);
+                fprintf(stderr, "heapprofd: %s takes %s\n", hs_sopts[id].name, hs_sopts[id].takes);
                 return 2;
             }
             apply_session_option(d, id, v);
