@@ -419,10 +419,10 @@ void hs_rb_consume(struct hs_rb *rb)
 {
     if (rb->peeked_span == 0)
         return;
-    /* The reader's own positions (private memory, validated by head_state when the record was
-     * peeked): read_pos never passes the write position it saw. */
-    hs_assert(rb->write_pos_seen - rb->read_pos >= rb->peeked_span &&
-              rb->write_pos_seen - rb->read_pos <= rb->size);
+    /* The span head_state validated when the record was peeked: whole 8-byte units, within
+     * the data area. (Not write_pos_seen: hs_rb_reader_pause may have reloaded it since from
+     * a hostile peer, and a peer's values get HS_RB_CORRUPT, never an assertion.) */
+    hs_assert((rb->peeked_span & 7) == 0 && rb->peeked_span <= rb->size);
     rb->read_pos += rb->peeked_span;
     rb->peeked_span = 0;
     /* The caller is done with the record: writers may reuse its space. */
