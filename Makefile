@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps deps-bench configure build test demo bench fuzz install package format clean
+.PHONY: all deps deps-bench configure build test sanitize demo bench fuzz install package format clean
 
 all: build
 
@@ -24,6 +24,37 @@ build: configure
 test: deps
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) sanitize
+
+# The sanitizer leg of `make test` (docs/testing.md), each build in its own tree with every
+# invariant check on (HEAPSCOPE_ASSERT_LEVEL=2) and only the targets its tests need:
+#  - $(BUILD)-asan, AddressSanitizer + UBSan: the unit tests, but for those ASan cannot run
+#    (ASAN_EXCLUDE: they define malloc themselves, read glibc's own heap or GOT, or run the
+#    unreachable-memory collector, a clone() task on its own stack that ASan cannot follow).
+#    A preloaded malloc shim cannot live in an ASan process, hence the UBSan leg below.
+#  - $(BUILD)-ubsan, UBSan alone, its runtime linked statically into the preloaded shim: the
+#    malloc debug e2e suites of UBSAN_E2E, with the shim preloaded as users run it.
+#  - $(BUILD)-tsan, ThreadSanitizer: the ring buffer's writers against its reader, and the
+#    threads of the pointer table and the free queue.
+# Any report fails the test (-fno-sanitize-recover; ASan and TSan exit non-zero on a report).
+ASAN_EXCLUDE = ^unit[.](backtrace|backtrace_nopie|glibc_heap|got_hooks|collector)$$
+UBSAN_E2E = ^e2e[.]malloc_debug_(reports|options|tracking|stress)$$
+TSAN_TESTS = ^unit[.](ring_buffer|pointer_table|free_queue_threads)$$
+SAN_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ASAN_OPTIONS=handle_segv=0:detect_leaks=1:suppressions=$(CURDIR)/tests/sanitizers/asan.supp \
+	TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
+SAN_CONFIGURE = $(CMAKE_FLAGS) -DHEAPSCOPE_ASSERT_LEVEL=2 -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+sanitize: deps
+	cmake -S . -B $(BUILD)-asan $(SAN_CONFIGURE) -DHEAPSCOPE_SANITIZE=address
+	cmake --build $(BUILD)-asan -j $(JOBS) --target unit_tests
+	cd $(BUILD)-asan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -R '^unit[.]' -E '$(ASAN_EXCLUDE)'
+	cmake -S . -B $(BUILD)-ubsan $(SAN_CONFIGURE) -DHEAPSCOPE_SANITIZE=undefined
+	cmake --build $(BUILD)-ubsan -j $(JOBS) --target malloc_debug malloc_debug_symbols md_bugs md_stress md_track md_track_stripped_target heapscope
+	cd $(BUILD)-ubsan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -R '$(UBSAN_E2E)'
+	cmake -S . -B $(BUILD)-tsan $(SAN_CONFIGURE) -DHEAPSCOPE_SANITIZE=thread
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target test_ring_buffer test_pointer_table test_free_queue
+	cd $(BUILD)-tsan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 demo: deps
 	$(MAKE) build
@@ -65,4 +96,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-ubsan $(BUILD)-tsan

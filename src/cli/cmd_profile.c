@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "inject_status.h"
 #include "process_inject.h"
+#include "session_options.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -64,21 +65,12 @@ static void usage(FILE *out)
             "  -a, --all             the same for every process of yours whose client is\n"
             "                        loaded (a machine or container with /etc/ld.so.preload)\n"
             "\n"
-            "Options:\n"
-            "  -i, --interval BYTES  average bytes between samples (default 4096; 1 records\n"
-            "                        every allocation: exact totals)\n"
+            "Options:\n");
+    /* The session's options, shared with heapprofd, which this command forwards them to. */
+    hs_sopt_help(out, true, 24);
+    fprintf(out,
             "  -o, --output DIR      where the profiles go (default: the current directory)\n"
-            "      --continuous MS   also write a numbered profile every MS milliseconds\n"
-            "      --dump-at-max     also write PROGRAM.PID.max.pb.gz: what was in use when the\n"
-            "                        sampled in-use bytes peaked\n"
-            "      --android-dump    also write Android native heap dump text (.txt)\n"
             "      --follow-children also profile the processes PROGRAM starts\n"
-            "      --no-block        drop samples rather than slow the program down when the\n"
-            "                        daemon falls behind (the default waits, and raises the\n"
-            "                        interval while the buffer is over half full)\n"
-            "      --buffer-size N   shared buffer per process in bytes, a power of two\n"
-            "                        (default 8388608)\n"
-            "      --max-stack N     most bytes of stack copied per sample (default 65536)\n"
             "      --duration S      with -p, -n or --all: stop after S seconds\n"
             "      --print-library   print the client library's path and exit\n"
             "      --no-inject       with -p/-n: only attach to processes that already have\n"
@@ -619,14 +611,9 @@ static int profile_running(struct profile_args *a, const char *daemon_path)
 
 /* ---- The command ------------------------------------------------------------------------- */
 
+/* This command's own options (the session's are in session_options.h). */
 enum {
-    OPT_CONTINUOUS = 256,
-    OPT_DUMP_AT_MAX,
-    OPT_ANDROID,
-    OPT_FOLLOW,
-    OPT_NO_BLOCK,
-    OPT_BUFFER_SIZE,
-    OPT_MAX_STACK,
+    OPT_FOLLOW = 256,
     OPT_DURATION,
     OPT_PRINT_LIBRARY,
     OPT_NO_INJECT,
@@ -635,27 +622,23 @@ enum {
 
 int hs_cmd_profile(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    struct option longopts[HS_SOPT_COUNT + 16] = {
         {"pid", required_argument, NULL, 'p'},
         {"name", required_argument, NULL, 'n'},
         {"all", no_argument, NULL, 'a'},
-        {"interval", required_argument, NULL, 'i'},
         {"output", required_argument, NULL, 'o'},
-        {"continuous", required_argument, NULL, OPT_CONTINUOUS},
-        {"dump-at-max", no_argument, NULL, OPT_DUMP_AT_MAX},
-        {"android-dump", no_argument, NULL, OPT_ANDROID},
         {"follow-children", no_argument, NULL, OPT_FOLLOW},
-        {"no-block", no_argument, NULL, OPT_NO_BLOCK},
-        {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
-        {"max-stack", required_argument, NULL, OPT_MAX_STACK},
         {"duration", required_argument, NULL, OPT_DURATION},
         {"print-library", no_argument, NULL, OPT_PRINT_LIBRARY},
         {"no-inject", no_argument, NULL, OPT_NO_INJECT},
         {"allow-seccomp", no_argument, NULL, OPT_ALLOW_SECCOMP},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
     };
+    int num_longopts = hs_sopt_longopts(longopts + 11, true) + 11;
+    longopts[num_longopts] = (struct option){NULL, 0, NULL, 0};
+    char shortopts[64];
+    snprintf(shortopts, sizeof(shortopts), "+p:n:ao:qh%s", hs_sopt_shortopts(true));
     struct profile_args a;
     memset(&a, 0, sizeof(a));
     a.inject = true;
@@ -664,7 +647,21 @@ int hs_cmd_profile(int argc, char **argv)
     bool print_library = false, all = false;
     int opt;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+p:n:ai:o:qh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        int id = hs_sopt_of(opt, true);
+        if (id >= 0) {
+            /* Checked here, with the daemon's rules and words, then forwarded by name. */
+            uint64_t v;
+            if (hs_sopts[id].arg && !hs_sopt_parse(id, optarg, &v)) {
+                fprintf(stderr, "heapscope profile: %s takes %s\n", hs_sopts[id].name,
+                        hs_sopts[id].takes);
+                return 2;
+            }
+            daemon_arg(&a, hs_sopts[id].name);
+            if (hs_sopts[id].arg)
+                daemon_arg(&a, optarg);
+            continue;
+        }
         switch (opt) {
         case 'p':
             if (!parse_pids(&a, optarg))
@@ -676,36 +673,11 @@ int hs_cmd_profile(int argc, char **argv)
         case 'a':
             all = true;
             break;
-        case 'i':
-            daemon_arg(&a, "--interval");
-            daemon_arg(&a, optarg);
-            break;
         case 'o':
             a.out_dir = optarg;
             break;
-        case OPT_CONTINUOUS:
-            daemon_arg(&a, "--continuous");
-            daemon_arg(&a, optarg);
-            break;
-        case OPT_DUMP_AT_MAX:
-            daemon_arg(&a, "--dump-at-max");
-            break;
-        case OPT_ANDROID:
-            daemon_arg(&a, "--android-dump");
-            break;
         case OPT_FOLLOW:
             a.follow = true;
-            break;
-        case OPT_NO_BLOCK:
-            daemon_arg(&a, "--no-block");
-            break;
-        case OPT_BUFFER_SIZE:
-            daemon_arg(&a, "--buffer-size");
-            daemon_arg(&a, optarg);
-            break;
-        case OPT_MAX_STACK:
-            daemon_arg(&a, "--max-stack");
-            daemon_arg(&a, optarg);
             break;
         case OPT_DURATION: {
             char *end;
@@ -763,7 +735,7 @@ int hs_cmd_profile(int argc, char **argv)
     }
     if (find_daemon(daemon_path, sizeof(daemon_path)) != 0)
         return 1;
-    /* Options the daemon refuses are reported by it, with its own words, before it starts. */
+    /* The session options were checked above with the daemon's own rules (session_options.h). */
     if (attach)
         return profile_running(&a, daemon_path);
     if (hs_find_library("libheapprofd.so", lib, sizeof(lib)) != 0)

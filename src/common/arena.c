@@ -2,6 +2,8 @@
 #define _GNU_SOURCE /* mremap */
 #include "arena.h"
 
+#include "hs_assert.h"
+
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -117,6 +119,9 @@ void *hs_arena_alloc(struct hs_arena *a, size_t size)
         p = (void *)k->bump;
         k->bump += n;
     }
+    /* Blocks of a class are 16-aligned and within a chunk (a corrupt free list is caught
+     * here, before the block is handed out). */
+    hs_assert(((uintptr_t)p & 15) == 0);
     hs_spin_unlock(&k->lock);
     return p;
 }
@@ -182,6 +187,8 @@ void hs_arena_free(struct hs_arena *a, void *p, size_t size)
     int c = class_of(size);
     if (c < 0) {
         size_t bytes = page_round(size);
+        /* A large block is its own mapping: a misaligned p is a wrong pointer or size. */
+        hs_assert(((uintptr_t)p & 4095) == 0);
         if (a->track_maps)
             forget_mapping(a, p);
         munmap(p, bytes);
@@ -189,7 +196,10 @@ void hs_arena_free(struct hs_arena *a, void *p, size_t size)
         return;
     }
     struct hs_arena_class *k = &a->classes[c];
+    hs_assert(((uintptr_t)p & 15) == 0);
     hs_spin_lock(&k->lock);
+    /* Freeing the block freed last, again: a double free of the tools' own memory. */
+    hs_assert(p != k->free_list);
     memcpy(p, &k->free_list, sizeof(void *));
     k->free_list = p;
     hs_spin_unlock(&k->lock);

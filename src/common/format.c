@@ -1,6 +1,9 @@
 /* format.c: allocation-free printf subset (see format.h for the supported conversions). */
 #include "format.h"
 
+#include "hs_assert.h"
+
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -26,8 +29,8 @@ static void put_padded(struct out *o, const char *s, size_t n, int width, int le
             s++;
             n--;
         }
-        while (fill-- > 0)
-            put(o, pad);
+        for (; fill > 0 && o->len < o->cap; fill--)
+            o->buf[o->len++] = pad;
     }
     /* One copy, not a put() per character: reports print millions of paths and names. */
     size_t room = o->cap - o->len;
@@ -35,8 +38,8 @@ static void put_padded(struct out *o, const char *s, size_t n, int width, int le
     memcpy(o->buf + o->len, s, copy);
     o->len += copy;
     if (left)
-        while (fill-- > 0)
-            put(o, ' ');
+        for (; fill > 0 && o->len < o->cap; fill--)
+            o->buf[o->len++] = ' ';
 }
 
 /* Writes v in the given base into the end of tmp; returns the first character. */
@@ -49,6 +52,20 @@ static char *utoa(uintmax_t v, unsigned base, int upper, char *end)
         v /= base;
     } while (v != 0);
     return p;
+}
+
+/* Widths and precisions past this are cut to it: the output is cut at the buffer anyway,
+ * and the count must not overflow an int on "%99999999999d". */
+#define MAX_COUNT 100000000
+
+/* Reads a decimal count at *f, moving past it. */
+static int read_count(const char **f)
+{
+    int n = 0;
+    for (; **f >= '0' && **f <= '9'; (*f)++)
+        if (n < MAX_COUNT)
+            n = n * 10 + (**f - '0');
+    return n;
 }
 
 size_t hs_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
@@ -79,30 +96,32 @@ size_t hs_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
             width = va_arg(ap, int);
             if (width < 0) {
                 left = 1;
-                width = -width;
+                width = width == INT_MIN ? MAX_COUNT : -width;
             }
+            if (width > MAX_COUNT)
+                width = MAX_COUNT;
             f++;
         } else {
-            for (; *f >= '0' && *f <= '9'; f++)
-                width = width * 10 + (*f - '0');
+            width = read_count(&f);
         }
         if (*f == '.') {
             f++;
-            precision = 0;
             if (*f == '*') {
-                precision = va_arg(ap, int);
+                precision = va_arg(ap, int); /* negative: as if none, as in printf */
                 f++;
             } else {
-                for (; *f >= '0' && *f <= '9'; f++)
-                    precision = precision * 10 + (*f - '0');
+                precision = read_count(&f);
             }
         }
-        /* Length modifier: 0 int, 1 long, 2 long long, 3 size_t/intmax/ptrdiff. */
+        /* Length modifier: -2 char, -1 short (both passed as int), 0 int, 1 long, 2 long
+         * long, 3 size_t/intmax/ptrdiff. */
         int length = 0;
         if (*f == 'h') {
-            f++;
-            if (*f == 'h')
+            length = -1;
+            if (*++f == 'h') {
+                length = -2;
                 f++;
+            }
         } else if (*f == 'l') {
             length = 1;
             if (*++f == 'l') {
@@ -138,7 +157,11 @@ size_t hs_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
         case 'd':
         case 'i': {
             intmax_t v;
-            if (length == 0)
+            if (length == -2)
+                v = (signed char)va_arg(ap, int);
+            else if (length == -1)
+                v = (short)va_arg(ap, int);
+            else if (length == 0)
                 v = va_arg(ap, int);
             else if (length == 1)
                 v = va_arg(ap, long);
@@ -157,7 +180,11 @@ size_t hs_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
         case 'x':
         case 'X': {
             uintmax_t v;
-            if (length == 0)
+            if (length == -2)
+                v = (unsigned char)va_arg(ap, unsigned);
+            else if (length == -1)
+                v = (unsigned short)va_arg(ap, unsigned);
+            else if (length == 0)
                 v = va_arg(ap, unsigned);
             else if (length == 1)
                 v = va_arg(ap, unsigned long);
@@ -186,6 +213,7 @@ size_t hs_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
             break;
         }
     }
+    hs_assert(o.len <= o.cap);
     buf[o.len] = '\0';
     return o.len;
 }

@@ -450,3 +450,18 @@ void hs_log_tag(const char *tag, const char *fmt, ...)
     hs_vlog_tag(tag, fmt, ap);
     va_end(ap);
 }
+
+void hs_log_fatal_tag(const char *tag, const char *fmt, ...)
+{
+    /* Unless a signal interrupted this thread inside an append (the buffer is then half
+     * written), the report gathered so far goes out first; the line itself is written
+     * directly, as if outside the report. The report lock stays held: the process dies. */
+    if (t_owns_report && !t_appending) {
+        flush_report();
+        t_owns_report = 0;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    hs_vlog_tag(tag, fmt, ap);
+    va_end(ap);
+}

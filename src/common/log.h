@@ -57,6 +57,10 @@ void hs_vlog(const char *fmt, va_list ap);
 void hs_log_tag(const char *tag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hs_vlog_tag(const char *tag, const char *fmt, va_list ap);
 
+/* Logs a last line before the process dies (a failed assertion): the lines of a report this
+ * thread had gathered are written first, then this line, at once (not gathered). */
+void hs_log_fatal_tag(const char *tag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Frames a multi-line report: lines logged in between stay together. */
 void hs_log_begin(void);
 void hs_log_end(void);

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 /* Deepest scope nesting examined for one pc (deeper inline chains lose middle frames). */
 #define MAX_CHAIN 128
@@ -275,18 +276,12 @@ static bool is_regular(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* CRC-32 (reflected 0xEDB88320, as .gnu_debuglink uses) of a whole file. */
+/* CRC-32 of a whole file, with zlib's crc32() (the CRC .gnu_debuglink records: reflected
+ * 0xEDB88320, the same as zlib's). */
 static bool crc32_fd(int fd, uint32_t *out)
 {
-    uint32_t table[256];
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        table[i] = c;
-    }
     unsigned char buf[65536];
-    uint32_t crc = 0xFFFFFFFFu;
+    uLong crc = crc32(0L, Z_NULL, 0);
     off_t pos = 0;
     for (;;) {
         ssize_t n = pread(fd, buf, sizeof(buf), pos);
@@ -296,11 +291,10 @@ static bool crc32_fd(int fd, uint32_t *out)
             return false;
         if (n == 0)
             break;
-        for (ssize_t i = 0; i < n; i++)
-            crc = table[(crc ^ buf[i]) & 0xFF] ^ (crc >> 8);
+        crc = crc32(crc, buf, (uInt)n);
         pos += n;
     }
-    *out = crc ^ 0xFFFFFFFFu;
+    *out = (uint32_t)crc;
     return true;
 }
 
@@ -572,12 +566,18 @@ static int find_debuginfo_cb(Dwfl_Module *mod, void **userdata, const char *modn
         debuglink_file == NULL || (f->debuglink && strcmp(debuglink_file, f->debuglink) == 0 &&
                                    debuglink_crc == f->debuglink_crc);
     int fd;
-    if (is_main)
+    if (is_main) {
+        /* libdwfl asks again for a module whose debug file it could not use (a truncated
+         * one), passing the name we gave it last time (the module's, which it frees only
+         * with the module): drop it rather than overwrite it. */
+        free(*debuginfo_file_name);
+        *debuginfo_file_name = NULL;
         fd = find_main_debuginfo(f->owner, f, mod, userdata, modname, base, file_name,
                                  debuglink_file, debuglink_crc, debuginfo_file_name);
-    else
+    } else {
         fd = find_alt_debuginfo(f->owner, mod, userdata, modname, base, file_name, debuglink_file,
                                 debuginfo_file_name);
+    }
     if (fd < 0)
         errno = 0; /* nothing found is not an error */
     return fd;

@@ -12,6 +12,7 @@
 #include "debug_state.h"
 #include "guarded.h"
 #include "header.h"
+#include "hs_assert.h"
 #include "libc_malloc.h"
 #include "log.h"
 #include "report.h"
@@ -111,6 +112,7 @@ void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt
         hs_md_bt_release(free_bt);
         return;
     }
+    hs_assert(q->count <= q->capacity && q->head < q->capacity);
     if (q->count == q->capacity) {
         evicted = q->slots[q->head];
         q->head = (q->head + 1) % q->capacity;

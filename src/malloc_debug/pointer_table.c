@@ -9,6 +9,7 @@
 
 #include "arena.h"
 #include "debug_state.h"
+#include "hs_assert.h"
 #include "spinlock.h"
 
 #include <string.h>
@@ -51,12 +52,32 @@ static inline size_t home_slot(const struct shard *s, uint64_t h)
 /* Inserts without growing; the key must be absent and a free slot must exist. */
 static void put(struct shard *s, uintptr_t key, size_t size, struct hs_md_bt *bt)
 {
+    hs_assert(key != 0 && s->count < s->capacity);
     size_t i = home_slot(s, mix(~key));
-    while (s->slots[i].key != 0)
+    while (s->slots[i].key != 0) {
+        hs_assert(s->slots[i].key != key);
         i = (i + 1) & (s->capacity - 1);
+    }
     s->slots[i] = (struct entry){key, size, bt};
     s->count++;
 }
+
+#if HS_ASSERT_EXPENSIVE
+/* Level-2 check of a whole shard: every key is reached from its home slot without crossing an
+ * empty slot (what lookup and erase rely on), and count is the number of keys. */
+static void check_shard(const struct shard *s)
+{
+    size_t mask = s->capacity - 1, n = 0;
+    for (size_t i = 0; i < s->capacity; i++) {
+        if (s->slots[i].key == 0)
+            continue;
+        n++;
+        for (size_t j = home_slot(s, mix(~s->slots[i].key)); j != i; j = (j + 1) & mask)
+            hs_assert_expensive(s->slots[j].key != 0);
+    }
+    hs_assert_expensive(n == s->count);
+}
+#endif
 
 static bool grow(struct shard *s)
 {
@@ -73,6 +94,9 @@ static bool grow(struct shard *s)
         if (old[i].key)
             put(s, old[i].key, old[i].size, old[i].bt);
     hs_arena_free(&hs_md_arena, old, old_capacity * sizeof(struct entry));
+#if HS_ASSERT_EXPENSIVE
+    check_shard(s);
+#endif
     return true;
 }
 
@@ -92,6 +116,7 @@ static size_t lookup(const struct shard *s, uintptr_t key, uint64_t h)
 /* Removes slot i, shifting later entries of the probe run back into the hole. */
 static void erase(struct shard *s, size_t i)
 {
+    hs_assert(i < s->capacity && s->slots[i].key != 0 && s->count > 0);
     size_t mask = s->capacity - 1;
     size_t hole = i;
     for (size_t j = (i + 1) & mask; s->slots[j].key != 0; j = (j + 1) & mask) {
@@ -195,8 +220,12 @@ size_t hs_md_ptr_peak(void)
 
 void hs_md_ptr_lock_all(void)
 {
-    for (int i = 0; i < SHARDS; i++)
+    for (int i = 0; i < SHARDS; i++) {
         hs_spin_lock(&g_shards[i].lock);
+#if HS_ASSERT_EXPENSIVE
+        check_shard(&g_shards[i]);
+#endif
+    }
 }
 
 void hs_md_ptr_unlock_all(void)

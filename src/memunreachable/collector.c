@@ -26,6 +26,7 @@
 
 #include "errno_text.h"
 #include "format.h"
+#include "hs_assert.h"
 #include "log.h"
 
 #include <errno.h>
@@ -382,8 +383,11 @@ static int collector_main(void *arg)
         __atomic_store_n(c->released, 1, __ATOMIC_RELEASE);
         hs_mu_sys6(SYS_futex, (long)c->released, FUTEX_WAKE, INT_MAX, 0, 0, 0); /* shared */
     }
-    if (!mine)
+    if (!mine) {
+        /* Only T0 moves state off RUNNING besides us, and only to ABANDONED. */
+        hs_assert(load(&c->state) == STATE_ABANDONED);
         collector_exit(); /* T0 is killing us and the sweeper */
+    }
 
     struct hs_mu_thread_capture *tc = &c->tc;
     struct hs_mu_collect_stats *s = &c->stats;
@@ -455,8 +459,12 @@ static int abandon(struct hs_mu_collector *c, const struct hs_mu_heap_source *he
     if (cas(&c->enable_state, ENABLE_NONE, ENABLE_T0)) {
         if (heap->enable)
             heap->enable();
-    } else if (!wait_word(&c->enable_state, ENABLE_COLLECTOR_DONE, hs_mu_now_ns() + 100000000ull)) {
-        mu_log("collector: stuck inside heap->enable(); the allocator may stay locked");
+    } else {
+        /* The collector took it off NONE: it is inside heap->enable() or done with it. */
+        int enable_state = load(&c->enable_state);
+        hs_assert(enable_state == ENABLE_COLLECTOR_BUSY || enable_state == ENABLE_COLLECTOR_DONE);
+        if (!wait_word(&c->enable_state, ENABLE_COLLECTOR_DONE, hs_mu_now_ns() + 100000000ull))
+            mu_log("collector: stuck inside heap->enable(); the allocator may stay locked");
     }
     int reaped = kill_and_reap(c);
     mu_log("collector: timed out; the collector was killed (the kernel released the threads "
@@ -541,6 +549,8 @@ static int collect(const struct hs_mu_heap_source *heap, size_t limit, int resul
     if (!wait_word(&c->state, STATE_RELEASED, deadline)) {
         if (cas(&c->state, STATE_RUNNING, STATE_ABANDONED))
             return abandon(c, heap, stats);
+        /* The collector moved it first: it is releasing, or has released since. */
+        hs_assert(load(&c->state) == STATE_RELEASING || load(&c->state) == STATE_RELEASED);
         /* The collector is releasing the threads: give it as long again. */
         if (!wait_word(&c->state, STATE_RELEASED, hs_mu_now_ns() + ms_to_ns(timeout_ms)))
             return abandon(c, heap, stats);

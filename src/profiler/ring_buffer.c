@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "clock.h"
+#include "hs_assert.h"
 #include "ring_buffer.h"
 
 #include <errno.h>
@@ -285,6 +286,8 @@ enum hs_rb_status hs_rb_reserve(struct hs_rb *rb, size_t len, struct hs_rb_reser
         lock_release(rb);
         return HS_RB_FULL;
     }
+    /* read_pos <= write_pos <= read_pos + S holds after the reservation too. */
+    hs_assert(used + span <= rb->size && (span & 7) == 0);
     uint64_t *header = header_at(rb, w);
     __atomic_store_n(header, 0, RELAXED);               /* "not ready" ... */
     __atomic_store_n(&m->write_pos, w + span, RELEASE); /* ... before the reader sees it */
@@ -416,6 +419,10 @@ void hs_rb_consume(struct hs_rb *rb)
 {
     if (rb->peeked_span == 0)
         return;
+    /* The span head_state validated when the record was peeked: whole 8-byte units, within
+     * the data area. (Not write_pos_seen: hs_rb_reader_pause may have reloaded it since from
+     * a hostile peer, and a peer's values get HS_RB_CORRUPT, never an assertion.) */
+    hs_assert((rb->peeked_span & 7) == 0 && rb->peeked_span <= rb->size);
     rb->read_pos += rb->peeked_span;
     rb->peeked_span = 0;
     /* The caller is done with the record: writers may reuse its space. */

@@ -377,26 +377,31 @@ class ProfilerTest(unittest.TestCase):
         subprocess.run(["cp", "-a", "/etc", etc], check=True)
         with open(os.path.join(etc, "ld.so.preload"), "w") as f:
             f.write(CLIENT + "\n")
+        # The workload under a name of its own: the mount namespace does not hide processes,
+        # and other suites running at the same time (ctest -j) have hp_workload processes that
+        # -n must not pick up, nor the end of the script kill.
+        name, workload = self.unique_workload()
         script = """
             set -e
             mount --make-rprivate /
             mount --bind "$ETC" /etc
-            for i in 1 2 3; do env -i "$WORKLOAD" serve 30 > "$OUT/prog$i.out" & done
+            pids=
+            for i in 1 2 3; do env -i "$WORKLOAD" serve 30 > "$OUT/prog$i.out" & pids="$pids $!"; done
             sleep 0.5
             grep -l libheapprofd.so /proc/$!/maps > /dev/null
-            "$CLI" profile -n hp_workload --duration 1 -o "$OUT/profiles"
+            "$CLI" profile -n "$NAME" --duration 1 -o "$OUT/profiles"
             "$CLI" profile --all --duration 1 -o "$OUT/all" 2> "$OUT/all.err"
-            pkill -TERM -x hp_workload
+            kill -TERM $pids
             wait
         """
-        env = dict(clean_env(), ETC=etc, WORKLOAD=WORKLOAD, CLI=CLI, OUT=self.dir)
+        env = dict(clean_env(), ETC=etc, WORKLOAD=workload, NAME=name, CLI=CLI, OUT=self.dir)
         proc = subprocess.run(["unshare", "-m", "sh", "-c", script], env=env,
                               capture_output=True, text=True, timeout=120)
         if proc.returncode != 0 and "unshare failed" in proc.stderr:
             self.skipTest("unshare -m is not allowed here: " + proc.stderr.strip())
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertIn("profiling 3 processes", proc.stderr)
-        profiles = glob.glob(os.path.join(self.dir, "profiles", "hp_workload.*.final.pb.gz"))
+        profiles = glob.glob(os.path.join(self.dir, "profiles", name + ".*.final.pb.gz"))
         self.assertEqual(len(profiles), 3, proc.stderr)
         for profile in profiles:
             self.assertGreater(per_site(profile, "alloc_objects").get("site_serve", 0), 0)
@@ -404,7 +409,7 @@ class ProfilerTest(unittest.TestCase):
         # and whatever else in the namespace has it), in second sessions.
         with open(os.path.join(self.dir, "all.err")) as f:
             self.assertRegex(f.read(), r"profiling [3-9] processes")
-        second = glob.glob(os.path.join(self.dir, "all", "hp_workload.*.final.pb.gz"))
+        second = glob.glob(os.path.join(self.dir, "all", name + ".*.final.pb.gz"))
         self.assertEqual(len(second), 3, os.listdir(os.path.join(self.dir, "all")))
         for i in (1, 2, 3):
             with open(os.path.join(self.dir, "prog%d.out" % i)) as f:
@@ -489,10 +494,10 @@ class ProfilerTest(unittest.TestCase):
 
     # ---- Running processes ----------------------------------------------------------------
 
-    def start_dormant(self, seconds="60"):
+    def start_dormant(self, seconds="60", workload=WORKLOAD):
         env = clean_env()
         env["LD_PRELOAD"] = CLIENT
-        prog = subprocess.Popen([WORKLOAD, "serve", seconds], stdout=subprocess.PIPE,
+        prog = subprocess.Popen([workload, "serve", seconds], stdout=subprocess.PIPE,
                                 text=True, env=env)
         self.assertTrue(prog.stdout.readline().startswith("serving pid="))
         return prog
@@ -514,12 +519,21 @@ class ProfilerTest(unittest.TestCase):
         self.assertEqual(prog.returncode, 0)
         self.assertIn("serve done checksum_ok=1", out)
 
+    def unique_workload(self):
+        """The workload under a name no other process has: -n must not pick up the
+        hp_workload processes of suites running at the same time (ctest -j)."""
+        name = "hp_wl%d" % os.getpid()
+        path = os.path.join(self.dir, name)
+        shutil.copy(WORKLOAD, path)
+        return name, path
+
     def test_attach_by_name_until_exit(self):
-        prog = self.start_dormant("2")
-        proc = self.profile("-n", "hp_workload")
+        name, workload = self.unique_workload()
+        prog = self.start_dormant("2", workload)
+        proc = self.profile("-n", name)
         self.assertIn("wrote", proc.stderr)
         prog.wait(timeout=30)
-        self.final()
+        self.final(name + ".*.final.pb.gz")
 
     def test_attach_errors(self):
         proc = self.profile("-p", "12x", expect_rc=2)

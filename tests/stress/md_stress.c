@@ -54,9 +54,13 @@ static void *churn(void *arg)
                     atomic_fetch_add(&g_errors, 1);
                     continue;
                 }
-                size_t keep = n < size[i] ? n : size[i];
-                check_fill(r, keep, tag);
-                memset(r, tag, n);
+                /* realloc(p, 0) frees p and may return NULL: nothing to check or fill
+                 * (memset on NULL is undefined even for 0 bytes). */
+                if (n) {
+                    size_t keep = n < size[i] ? n : size[i];
+                    check_fill(r, keep, tag);
+                    memset(r, tag, n);
+                }
                 slot[i] = n ? r : NULL;
                 size[i] = n;
             } else {

@@ -46,7 +46,7 @@ set_tests_properties(unit.capture_gate PROPERTIES TIMEOUT 180)
 # The private allocator (arena.c): growing blocks, large ones by mremap.
 add_executable(test_arena ${HS_COMMON_TESTS_DIR}/test_arena.c)
 target_include_directories(test_arena PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_arena PRIVATE hs_common)
+target_link_libraries(test_arena PRIVATE hs_common Threads::Threads)
 add_test(NAME unit.arena COMMAND test_arena)
 
 # A fault's access kind and stack from its signal context (fault_context.c).
@@ -68,3 +68,24 @@ add_executable(test_frame_line ${HS_COMMON_TESTS_DIR}/test_frame_line.c)
 target_include_directories(test_frame_line PRIVATE ${HS_COMMON_TESTS_DIR})
 target_link_libraries(test_frame_line PRIVATE hs_common)
 add_test(NAME unit.frame_line COMMAND test_frame_line)
+
+# hs_assert (hs_assert.h): a failed check's line and SIGABRT, at level 2 (every check on)
+# and at level 0 (none evaluated), whatever HEAPSCOPE_ASSERT_LEVEL the build uses.
+foreach(level 2 0)
+  set(name test_hs_assert)
+  if(level EQUAL 0)
+    set(name test_hs_assert_off)
+  endif()
+  add_executable(${name} ${HS_COMMON_TESTS_DIR}/test_hs_assert.c)
+  target_include_directories(${name} PRIVATE ${HS_COMMON_TESTS_DIR})
+  target_link_libraries(${name} PRIVATE hs_common)
+  target_compile_definitions(${name} PRIVATE HS_TEST_ASSERT_LEVEL=${level})
+  string(REPLACE "test_" "unit." test_name ${name})
+  add_test(NAME ${test_name} COMMAND ${name})
+endforeach()
+
+# The allocation-free formatter (format.c) against vsnprintf.
+add_executable(test_format ${HS_COMMON_TESTS_DIR}/test_format.c)
+target_include_directories(test_format PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_format PRIVATE hs_common)
+add_test(NAME unit.format COMMAND test_format)

@@ -1,16 +1,22 @@
 /* test_arena.c: the private allocator (src/common/arena.c): hs_arena_grow keeps contents
  * across the small and large sizes, moves large blocks without copying (mremap: the bytes
  * past the old size read as zeros), keeps the mapping list of a tracking arena and the mapped
- * byte count right, and hs_arena_destroy unmaps what it grew.
+ * byte count right, and hs_arena_destroy unmaps what it grew. Every size class aligned and
+ * reused, calloc of a recycled block, threads sharing an arena, and a double free caught by
+ * the arena's invariant check (hs_assert).
  */
 #define _GNU_SOURCE
 #include "check.h"
 
 #include "arena.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void fill(void *p, size_t n, unsigned seed)
@@ -96,9 +102,120 @@ static void test_grow_large(void)
     CHECK(!is_mapped(r));
 }
 
+static void test_classes(void)
+{
+    check_context("every size: 16-aligned, writable, freed blocks reused within their class");
+    struct hs_arena a = HS_ARENA_INIT;
+    static const size_t sizes[] = {0,    1,    15,   16,    17,    48,    49,    100,
+                                   1000, 4096, 4097, 40000, 65536, 65537, 300000};
+    void *blocks[sizeof(sizes) / sizeof(*sizes)];
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes); i++) {
+        blocks[i] = hs_arena_alloc(&a, sizes[i]);
+        CHECK(blocks[i] != NULL && ((uintptr_t)blocks[i] & 15) == 0);
+        fill(blocks[i], sizes[i], (unsigned)i);
+    }
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(*sizes); i++)
+        CHECK(filled(blocks[i], sizes[i], (unsigned)i));
+    CHECK(((uintptr_t)blocks[14] & 4095) == 0); /* large: a mapping of its own */
+    size_t mapped = hs_arena_mapped_bytes(&a);
+    hs_arena_free(&a, blocks[14], 300000);
+    CHECK_EQ(hs_arena_mapped_bytes(&a), mapped - 303104); /* 300000 rounded to pages */
+    /* 100 and 120 share a class (96 < n <= 128): the freed block comes back, LIFO. */
+    hs_arena_free(&a, blocks[7], 100);
+    CHECK(hs_arena_alloc(&a, 120) == blocks[7]);
+    check_context("calloc clears a recycled block");
+    memset(blocks[8], 0x5a, 1000);
+    hs_arena_free(&a, blocks[8], 1000);
+    char *z = hs_arena_calloc(&a, 1000);
+    CHECK(z == blocks[8] && zeros(z, 1000));
+}
+
+/* Threads allocating and freeing in the same classes (under ASan in the sanitizer leg). */
+static struct hs_arena g_shared = HS_ARENA_INIT;
+
+static void *churn(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    void *held[64] = {0};
+    size_t size[64] = {0};
+    size_t bad = 0;
+    for (int i = 0; i < 20000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        size_t k = (seed >> 8) % 64;
+        if (held[k]) {
+            if (!filled(held[k], size[k], (unsigned)k))
+                bad++;
+            hs_arena_free(&g_shared, held[k], size[k]);
+            held[k] = NULL;
+        } else {
+            size[k] = 1 + (seed >> 16) % 3000;
+            held[k] = hs_arena_alloc(&g_shared, size[k]);
+            if (!held[k])
+                bad++;
+            else
+                fill(held[k], size[k], (unsigned)k);
+        }
+    }
+    for (size_t k = 0; k < 64; k++)
+        hs_arena_free(&g_shared, held[k], size[k]);
+    return (void *)bad;
+}
+
+static void test_threads(void)
+{
+    check_context("threads sharing an arena: no block handed out twice");
+    pthread_t t[4];
+    for (uintptr_t i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, churn, (void *)(i + 1));
+    size_t bad = 0;
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        bad += (size_t)r;
+    }
+    CHECK_EQ(bad, 0);
+}
+
+/* Freeing the block freed last again: hs_assert stops the process with the reason. */
+static void test_double_free_caught(void)
+{
+    check_context("a double free of an arena block aborts with the assertion's line");
+    int fds[2];
+    if (pipe(fds) != 0)
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        struct hs_arena a = HS_ARENA_INIT;
+        void *p = hs_arena_alloc(&a, 64);
+        hs_arena_free(&a, p, 64);
+        hs_arena_free(&a, p, 64);
+        _exit(0);
+    }
+    close(fds[1]);
+    char out[1024];
+    size_t len = 0;
+    ssize_t n;
+    while ((n = read(fds[0], out + len, sizeof(out) - 1 - len)) > 0)
+        len += (size_t)n;
+    out[len] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+#if HEAPSCOPE_ASSERT_LEVEL >= 1
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+    CHECK(strstr(out, "heapscope: assertion failed: p != k->free_list at arena.c:") != NULL);
+#else
+    CHECK(WIFEXITED(status));
+#endif
+}
+
 int main(void)
 {
     test_grow_sizes();
     test_grow_large();
+    test_classes();
+    test_threads();
+    test_double_free_caught();
     return check_report();
 }

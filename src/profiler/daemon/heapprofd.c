@@ -20,6 +20,7 @@
 #include "log.h"
 #include "profiled_process.h"
 #include "ring_buffer.h"
+#include "session_options.h"
 #include "unix_socket.h"
 
 #include <errno.h>
@@ -45,41 +46,26 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: heapprofd --socket ADDRESS [options]\n"
-            "\n"
-            "The daemon of heapscope's sampling heap profiler: programs started with\n"
-            "libheapprofd.so preloaded connect to ADDRESS (a path, or @NAME for an abstract\n"
-            "socket); their profiles are written to the output directory. Usually started by\n"
-            "'heapscope profile'.\n"
-            "\n"
-            "Options:\n"
-            "  -s, --socket ADDRESS     where to listen (required, unless systemd passes the\n"
-            "                           socket: heapprofd.socket)\n"
-            "  -i, --interval BYTES     sampling interval (default 4096; 1: every allocation)\n"
-            "  -o, --output DIR         where profiles go (default: the current directory)\n"
-            "      --continuous MS      also dump every MS milliseconds\n"
-            "      --dump-at-max        also write the callsites at the peak of sampled bytes\n"
-            "      --android-dump       also write Android heap dump text (.txt)\n"
-            "      --no-block           drop samples when the buffer is full (default: wait)\n"
-            "      --block-timeout MS   longest wait for room before a client gives up\n"
-            "                           (default 30000)\n"
-            "      --no-adaptive        keep the interval fixed when the buffer fills\n"
-            "      --max-interval BYTES ceiling of the adaptive interval (default 1048576)\n"
-            "      --buffer-size BYTES  shared buffer per process, a power of two (default\n"
-            "                           8388608)\n"
-            "      --max-stack BYTES    most stack copied per sample (default 65536)\n"
-            "  -p, --pid PID            accept only this process (repeatable)\n"
-            "      --max-memory MIB     stop when the daemon's memory passes MIB\n"
-            "      --max-cpu SECONDS    stop when the daemon's CPU time passes SECONDS\n"
-            "      --max-rate BYTES     bound the data all processes send together, per second,\n"
-            "                           by asking them for larger sampling intervals\n"
-            "  -l, --log FILE           log to FILE instead of stderr\n"
-            "      --ready-fd N         report events on descriptor N\n"
-            "  -h, --help               show this help\n"
-            "\n"
-            "Signals: SIGUSR1 dumps every process now; SIGTERM or SIGINT stops the sessions,\n"
-            "writes their final profiles and exits.\n");
+    fprintf(out, "usage: heapprofd --socket ADDRESS [options]\n"
+                 "\n"
+                 "The daemon of heapscope's sampling heap profiler: programs started with\n"
+                 "libheapprofd.so preloaded connect to ADDRESS (a path, or @NAME for an abstract\n"
+                 "socket); their profiles are written to the output directory. Usually started by\n"
+                 "'heapscope profile'.\n"
+                 "\n"
+                 "Options:\n"
+                 "  -s, --socket ADDRESS     where to listen (required, unless systemd passes the\n"
+                 "                           socket: heapprofd.socket)\n"
+                 "  -o, --output DIR         where profiles go (default: the current directory)\n");
+    /* The session's options, as `heapscope profile` describes those it forwards. */
+    hs_sopt_help(out, false, 27);
+    fprintf(out, "  -p, --pid PID            accept only this process (repeatable)\n"
+                 "  -l, --log FILE           log to FILE instead of stderr\n"
+                 "      --ready-fd N         report events on descriptor N\n"
+                 "  -h, --help               show this help\n"
+                 "\n"
+                 "Signals: SIGUSR1 dumps every process now; SIGTERM or SIGINT stops the sessions,\n"
+                 "writes their final profiles and exits.\n");
 }
 
 struct daemon {
@@ -143,21 +129,57 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     return true;
 }
 
-enum {
-    OPT_CONTINUOUS = 256,
-    OPT_DUMP_AT_MAX,
-    OPT_ANDROID,
-    OPT_NO_BLOCK,
-    OPT_BLOCK_TIMEOUT,
-    OPT_NO_ADAPTIVE,
-    OPT_MAX_INTERVAL,
-    OPT_BUFFER_SIZE,
-    OPT_MAX_STACK,
-    OPT_MAX_MEMORY,
-    OPT_MAX_CPU,
-    OPT_READY_FD,
-    OPT_MAX_RATE,
-};
+/* The daemon's own options (the session's are in session_options.h). */
+enum { OPT_READY_FD = 256 };
+
+/* Applies session option id with its parsed value v (0 for a flag). */
+static void apply_session_option(struct daemon *d, int id, uint64_t v)
+{
+    struct hs_daemon_config *c = &d->cfg;
+    switch ((enum hs_sopt_id)id) {
+    case HS_SOPT_INTERVAL:
+        c->interval = v;
+        break;
+    case HS_SOPT_CONTINUOUS:
+        d->continuous_ns = v * 1000000ull;
+        break;
+    case HS_SOPT_DUMP_AT_MAX:
+        c->dump_at_max = true;
+        break;
+    case HS_SOPT_ANDROID_DUMP:
+        c->android_dump = true;
+        break;
+    case HS_SOPT_NO_BLOCK:
+        c->flags &= ~HS_CONFIG_BLOCK_CLIENT;
+        break;
+    case HS_SOPT_BLOCK_TIMEOUT:
+        c->block_timeout_ms = v;
+        break;
+    case HS_SOPT_NO_ADAPTIVE:
+        c->flags &= ~HS_CONFIG_ADAPTIVE;
+        break;
+    case HS_SOPT_MAX_INTERVAL:
+        c->max_interval = v;
+        break;
+    case HS_SOPT_BUFFER_SIZE:
+        c->buffer_size = (size_t)v;
+        break;
+    case HS_SOPT_MAX_STACK:
+        c->max_stack = (uint32_t)v;
+        break;
+    case HS_SOPT_MAX_MEMORY:
+        d->max_memory = v << 20;
+        break;
+    case HS_SOPT_MAX_CPU:
+        d->max_cpu_ns = v * 1000000000ull;
+        break;
+    case HS_SOPT_MAX_RATE:
+        d->max_rate = v;
+        break;
+    case HS_SOPT_COUNT:
+        break;
+    }
+}
 
 static pid_t g_pids[256];
 
@@ -174,78 +196,39 @@ static int activated_socket(void)
 /* Returns 0, 1 (exit 0: help) or 2 (bad usage, told). */
 static int parse_options(int argc, char **argv, struct daemon *d, const char **address)
 {
-    static const struct option longopts[] = {
+    struct option longopts[HS_SOPT_COUNT + 8] = {
         {"socket", required_argument, NULL, 's'},
-        {"interval", required_argument, NULL, 'i'},
         {"output", required_argument, NULL, 'o'},
-        {"continuous", required_argument, NULL, OPT_CONTINUOUS},
-        {"dump-at-max", no_argument, NULL, OPT_DUMP_AT_MAX},
-        {"android-dump", no_argument, NULL, OPT_ANDROID},
-        {"no-block", no_argument, NULL, OPT_NO_BLOCK},
-        {"block-timeout", required_argument, NULL, OPT_BLOCK_TIMEOUT},
-        {"no-adaptive", no_argument, NULL, OPT_NO_ADAPTIVE},
-        {"max-interval", required_argument, NULL, OPT_MAX_INTERVAL},
-        {"buffer-size", required_argument, NULL, OPT_BUFFER_SIZE},
-        {"max-stack", required_argument, NULL, OPT_MAX_STACK},
         {"pid", required_argument, NULL, 'p'},
-        {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
-        {"max-cpu", required_argument, NULL, OPT_MAX_CPU},
         {"log", required_argument, NULL, 'l'},
         {"ready-fd", required_argument, NULL, OPT_READY_FD},
-        {"max-rate", required_argument, NULL, OPT_MAX_RATE},
         {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
     };
+    int num_longopts = hs_sopt_longopts(longopts + 6, false) + 6;
+    longopts[num_longopts] = (struct option){NULL, 0, NULL, 0};
+    char shortopts[64];
+    snprintf(shortopts, sizeof(shortopts), "s:o:p:l:h%s", hs_sopt_shortopts(false));
     struct hs_daemon_config *c = &d->cfg;
     uint64_t v;
     int opt;
-    while ((opt = getopt_long(argc, argv, "s:i:o:p:l:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         const char *bad = NULL;
+        int id = hs_sopt_of(opt, false);
+        if (id >= 0) {
+            v = 0;
+            if (hs_sopts[id].arg && !hs_sopt_parse(id, optarg, &v)) {
+                fprintf(stderr, "heapprofd: %s takes %s\n", hs_sopts[id].name, hs_sopts[id].takes);
+                return 2;
+            }
+            apply_session_option(d, id, v);
+            continue;
+        }
         switch (opt) {
         case 's':
             *address = optarg;
             break;
-        case 'i':
-            if (!parse_u64(optarg, 1, 1ull << 40, &c->interval))
-                bad = "--interval takes a number of bytes from 1 to 2^40";
-            break;
         case 'o':
             c->out_dir = optarg;
-            break;
-        case OPT_CONTINUOUS:
-            if (!parse_u64(optarg, 10, 86400000, &v))
-                bad = "--continuous takes milliseconds from 10 to 86400000";
-            d->continuous_ns = v * 1000000ull;
-            break;
-        case OPT_DUMP_AT_MAX:
-            c->dump_at_max = true;
-            break;
-        case OPT_ANDROID:
-            c->android_dump = true;
-            break;
-        case OPT_NO_BLOCK:
-            c->flags &= ~HS_CONFIG_BLOCK_CLIENT;
-            break;
-        case OPT_BLOCK_TIMEOUT:
-            if (!parse_u64(optarg, 1, 3600000, &c->block_timeout_ms))
-                bad = "--block-timeout takes milliseconds from 1 to 3600000";
-            break;
-        case OPT_NO_ADAPTIVE:
-            c->flags &= ~HS_CONFIG_ADAPTIVE;
-            break;
-        case OPT_MAX_INTERVAL:
-            if (!parse_u64(optarg, 1, 1ull << 40, &c->max_interval))
-                bad = "--max-interval takes a number of bytes from 1 to 2^40";
-            break;
-        case OPT_BUFFER_SIZE:
-            if (!parse_u64(optarg, HS_RB_MIN_SIZE, HS_RB_MAX_SIZE, &v) || (v & (v - 1)) != 0)
-                bad = "--buffer-size takes a power of two from 4096 to 268435456";
-            c->buffer_size = (size_t)v;
-            break;
-        case OPT_MAX_STACK:
-            if (!parse_u64(optarg, 256, 8u << 20, &v))
-                bad = "--max-stack takes a number of bytes from 256 to 8388608";
-            c->max_stack = (uint32_t)v;
             break;
         case 'p':
             if (!parse_u64(optarg, 1, INT32_MAX, &v))
@@ -256,22 +239,8 @@ static int parse_options(int argc, char **argv, struct daemon *d, const char **a
                 g_pids[c->num_pids++] = (pid_t)v;
             c->pids = g_pids;
             break;
-        case OPT_MAX_MEMORY:
-            if (!parse_u64(optarg, 1, 1u << 30, &v))
-                bad = "--max-memory takes MiB from 1";
-            d->max_memory = v << 20;
-            break;
-        case OPT_MAX_CPU:
-            if (!parse_u64(optarg, 1, 1u << 30, &v))
-                bad = "--max-cpu takes seconds from 1";
-            d->max_cpu_ns = v * 1000000000ull;
-            break;
         case 'l':
             setenv("HEAPSCOPE_LOG_FILE", optarg, 1);
-            break;
-        case OPT_MAX_RATE:
-            if (!parse_u64(optarg, 1024, 1ull << 40, &d->max_rate))
-                bad = "--max-rate takes bytes per second, at least 1024";
             break;
         case OPT_READY_FD:
             if (!parse_u64(optarg, 0, INT_MAX, &v))
