@@ -77,6 +77,12 @@ void hs_md_backing_free(void *orig, struct hs_md_bt *free_bt);
 /* Usable size of a backing block, guarded or glibc's. */
 size_t hs_md_backing_usable_size(void *orig);
 
+/* True when a is on the pages of a live guarded block: pages the shim keeps readable and
+ * writable, so a fault there comes from a protection the program set itself (or a detector
+ * that reads its memory knowingly, as libmemunreachable's scan does), not from a bug of the
+ * kind guarded memory catches. Lock-free. */
+bool hs_md_guarded_live_page(uintptr_t a);
+
 /* The records near a for explaining a fault there (at most 3 stored). Lock-free. */
 size_t hs_md_guarded_nearby(uintptr_t a, struct hs_md_gblock **out);
 

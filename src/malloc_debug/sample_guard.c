@@ -239,12 +239,12 @@ void hs_md_sample_guard_free(struct hs_md_gblock *g, struct hs_md_bt *free_bt)
 {
     uint64_t start = g_sp.adaptive ? hs_monotonic_ns() : 0;
     if (hs_md_gblock_slack_mismatch(g, g_sp.slack_value) !=
-        g->data_end - (g->block + g->block_size))
+        hs_md_gb_data_end(g) - (hs_md_gb_block(g) + g->block_size))
         hs_md_guard_report_slack(g, g_sp.slack_value);
     bool retire = __atomic_load_n(&g->retire, __ATOMIC_RELAXED);
     /* A retired slot (sample_guard_recover) keeps its pages as they are: it was reported. */
     if (!retire)
-        mprotect((void *)g->data, g->data_end - g->data, PROT_NONE);
+        mprotect((void *)hs_md_gb_data(g), hs_md_gb_data_end(g) - hs_md_gb_data(g), PROT_NONE);
     g->free_bt = free_bt;
     __atomic_store_n(&g->state, retire ? HS_MD_GB_RETIRED : HS_MD_GB_FREED, __ATOMIC_RELEASE);
     if (!retire)

@@ -15,7 +15,7 @@ import tempfile
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-from e2e import DIVIDER, FRAME_RE, STRESS, Case, run
+from e2e import CLI, DIVIDER, FRAME_RE, STRESS, Case, run
 
 GUARD = os.environ["HS_MD_GUARD"]
 PRE = os.environ["HS_MD_GUARD_PRE"]
@@ -336,6 +336,79 @@ class CleanPrograms(GuardCase):
                 other = [l for l in r.log if "page_guard: " not in l or "+++" in l]
                 self.assertEqual(other, [], r.log)
                 self.assertNotIn(DIVIDER, r.log)
+
+
+class Leaks(GuardCase):
+    """libmemunreachable on guarded memory: md_guard's two leaks are found in guarded blocks,
+    a block reachable only through another guarded block is not, and the scan reads neither
+    freed blocks nor guard pages (PROT_NONE). Under `heapscope leaks -- PROGRAM` (the copy of
+    malloc debug inside libmemunreachable.so) at a check while the program runs (-p) and at
+    exit; under the preloaded shim with check_unreachable_on_signal (its fault handler in
+    front of the detector's), with a page the program protected itself in a reachable
+    block."""
+    OPTIONS = ("page_guard", "page_guard=front guard", "sample_guard=1")
+
+    def check_now(self, args, env):
+        prog = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            lines = []
+            for line in prog.stdout:
+                lines.append(line.strip())
+                if line.strip() == "ready":
+                    break
+            self.assertIn("ready", lines, lines)
+            values = dict(l.split("=", 1) for l in lines if "=" in l)
+            cli_env = dict(env)
+            cli_env.pop("LD_PRELOAD", None)
+            cli_env.pop("LIBC_DEBUG_MALLOC_OPTIONS", None)
+            now = subprocess.run([CLI, "leaks", "-p", values["pid"], "--timeout", "60"],
+                                 capture_output=True, text=True, timeout=120, env=cli_env)
+        finally:
+            _, err = prog.communicate("go\n", timeout=120)
+        ctx = "%s\n%s\n%s" % (now.stdout, now.stderr, err)
+        self.assertEqual(prog.returncode, 0, ctx)
+        self.assertEqual(now.returncode, 0, ctx)
+        self.assertEqual(now.stdout.splitlines()[0],
+                         "  4398 bytes in 2 unreachable allocations", ctx)
+        firsts = sorted(re.search(r"\((\w+)\+", l).group(1)
+                        for l in now.stdout.splitlines() if l.strip().startswith("#00"))
+        self.assertEqual(firsts, ["leak_big", "leak_small"], ctx)
+        # malloc debug saw no bug (with the shim's handler in front, a read of a freed block
+        # or a guard page would be one) and the check went through.
+        self.assertNotIn("+++", err, ctx)
+        self.assertNotIn("sweeper", err + now.stdout, ctx)
+        return err + now.stdout, values, ctx
+
+    def clean_env(self):
+        env = dict(os.environ)
+        for k in ("LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS", "HEAPSCOPE_LOG_FILE"):
+            env.pop(k, None)
+        return env
+
+    def test_heapscope_leaks(self):
+        for opts in self.OPTIONS:
+            with self.subTest(options=opts):
+                args = [CLI, "leaks", "-o", "backtrace check_unreachable_on_signal " + opts,
+                        "--", GUARD, "leaks"]
+                out, _, ctx = self.check_now(args, self.clean_env())
+                # The detector notes every page it could not read: none was PROT_NONE.
+                self.assertNotIn("unreadable", out, ctx)
+                at_exit = [l.split("memunreachable: ", 1)[1] for l in out.splitlines()
+                           if "] memunreachable: " in l and "unreachable out of" in l]
+                self.assertTrue(at_exit, ctx)  # the -p check's, if logged, then the exit's
+                self.assertRegex(at_exit[-1], r"^4398 bytes in 2 allocations unreachable out of",
+                                 ctx)
+
+    def test_preloaded_shim_and_a_page_the_program_protected(self):
+        for opts in self.OPTIONS:
+            with self.subTest(options=opts):
+                env = self.clean_env()
+                env["LD_PRELOAD"] = SHIM
+                env["LIBC_DEBUG_MALLOC_OPTIONS"] = "backtrace check_unreachable_on_signal " + opts
+                out, values, ctx = self.check_now([GUARD, "leaks", "protect"], env)
+                # The detector's handler got the fault on the program's own PROT_NONE page.
+                self.assertIn("skipped unreadable page at %s " % values["own_page"], out, ctx)
 
 
 class OwnHandlers(GuardCase):
