@@ -169,7 +169,7 @@ class GuardCase(Case):
                        "double_free")]
         cases += [(s, "malloc", "thread") for s in
                   ("write_past_end_100", "read_before_start_1", "read_after_free_later",
-                   "free_interior")]
+                   "write_after_free", "double_free", "free_interior")]
         runs = in_parallel([([GUARD, s, kind, where], options_for(s, tool))
                             for s, kind, where in cases])
         for (s, kind, where), r in zip(cases, runs):
@@ -177,9 +177,37 @@ class GuardCase(Case):
                 self.check(r, s, where)
 
 
+    def run_after_realloc(self, options):
+        """The old pointer of a realloc that moved the block, read: a use after free whose
+        free stack is the realloc's caller."""
+        runs = in_parallel([([GUARD, "read_after_realloc", "malloc", w], options)
+                            for w in ("main", "thread")])
+        for w, r in zip(("main", "thread"), runs):
+            with self.subTest(where=w):
+                ctx = "%s\n%s" % (r.stdout, "\n".join(r.log))
+                self.assertEqual(r.returncode, -signal.SIGABRT, ctx)
+                reports = parse_reports(r.log)
+                self.assertEqual(len(reports), 1, ctx)
+                ptr = int(r.values["ptr"], 16)
+                self.assertNotEqual(int(r.values["moved"], 16), ptr, ctx)
+                self.assertEqual(reports[0]["head"], [
+                    "+++ ALLOCATION 0x%x SIZE %d USED AFTER FREE" % (ptr, BLOCK),
+                    "  read of allocation[8] at 0x%x: inside the freed block" % (ptr + 8),
+                ], ctx)
+                stacks = reports[0]["stacks"]
+                self.assertEqual(frame_sym(stacks["at time of failure"]), "read_after_free", ctx)
+                self.assertIn("thread_main" if w == "thread" else "main",
+                              syms(stacks["at time of failure"]), ctx)
+                self.assertEqual(frame_sym(stacks["at time of allocation"]), "alloc_block", ctx)
+                self.assertEqual(frame_sym(stacks["at time of free"]), "grow_block", ctx)
+
+
 class PageGuard(GuardCase):
     def test_every_bug_is_caught_at_the_access(self):
         self.run_matrix("page")
+
+    def test_use_after_realloc(self):
+        self.run_after_realloc(PAGE_REAR)
 
     def test_rear_page_guard_does_not_see_underflows(self):
         # The documented limit of one side: the front of a rear block is not guarded.
@@ -255,6 +283,9 @@ class PageGuard(GuardCase):
 class SampleGuard(GuardCase):
     def test_every_bug_is_caught_with_n_1(self):
         self.run_matrix("sample")
+
+    def test_use_after_realloc(self):
+        self.run_after_realloc(SAMPLE_REAR)
 
     def test_default_rate_catches_a_repeated_bug(self):
         # 4000000 uses after free at one in 5000: even with the budget backing off 32-fold

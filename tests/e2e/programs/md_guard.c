@@ -111,6 +111,18 @@ static NOINLINE void free_interior(char *p)
     free(p + 16);
 }
 
+/* realloc to a size that cannot stay in place: the old pointer is freed here. */
+static NOINLINE char *grow_block(char *p)
+{
+    char *q = realloc(p, 3 * BLOCK);
+    if (!q) {
+        printf("realloc failed\n");
+        exit(2);
+    }
+    say("moved", q);
+    return q;
+}
+
 /* Other allocations after a free, the ones that would reuse its memory without a guard. */
 static NOINLINE void allocate_others(void)
 {
@@ -164,6 +176,10 @@ static int bug(const char *s)
         free_block(p);
         allocate_others();
         write_after_free(p);
+    } else if (strcmp(s, "read_after_realloc") == 0) {
+        char *p = alloc_block();
+        g_sink = grow_block(p);
+        g_sink = (void *)(intptr_t)read_after_free(p);
     } else if (strcmp(s, "double_free") == 0) {
         char *p = alloc_block();
         free_block(p);
