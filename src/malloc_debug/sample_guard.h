@@ -47,6 +47,12 @@ static inline __attribute__((always_inline)) bool hs_md_sample_skip(void)
  * sampled. Re-arms the countdown (and sets it up on a thread's first allocation). */
 bool hs_md_sample_due(void);
 
+/* The default rate's budget (sample_budget.h): hs_md_sample_clock() at the start of a piece of
+ * sampled work (0 unless the rate is the default one), hs_md_sample_charge(start) at its end
+ * adds its time to this thread's. */
+uint64_t hs_md_sample_clock(void);
+void hs_md_sample_charge(uint64_t start);
+
 /* The pool's address range, read by the range check of free. */
 struct hs_md_sample_range {
     uintptr_t base;
