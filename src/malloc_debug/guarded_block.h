@@ -47,6 +47,9 @@ struct hs_md_gblock {
     struct hs_md_bt *alloc_bt;  /* allocation backtrace (a counted reference) or NULL */
     struct hs_md_bt *free_bt;   /* free backtrace, once freed */
     struct hs_md_gblock *qnext; /* page_guard's quarantine list */
+    /* sample_guard alone: glibc's block for the same call (sampled_alloc.h), freed with this
+     * one, or 0. Stored plainly: it is the shim's, referenced, never a leak. */
+    uintptr_t shadow;
     uint32_t next_free;         /* page_guard's list of free runs (index + 1; 0 ends it) */
     int state;                  /* enum hs_md_gblock_state (atomic) */
     int retire;                 /* sample_guard_recover unprotected a page of it: never reuse */
@@ -122,6 +125,7 @@ static inline void hs_md_gblock_start(struct hs_md_gblock *g, uintptr_t b, size_
     hs_md_bt_ref(alloc_bt);
     g->alloc_bt = alloc_bt;
     g->free_bt = NULL;
+    g->shadow = 0;
 }
 
 /* Fills the slack between the end of the block and the end of its pages. */

@@ -9,8 +9,9 @@
  * slots are a first-in, first-out ring), so an access after free faults for as long as
  * possible. free() of a pointer inside the pool is a range check away.
  *
- * Memory is bounded: the pool's address space and at most every slot's pages; nothing grows
- * with the program. The unsampled path costs a thread-local decrement and a predicted
+ * Memory is bounded: the pool's address space and at most every slot's pages (and, with
+ * sample_guard alone, glibc's shadow block of each live sampled one: sampled_alloc.h); nothing
+ * grows with the program. The unsampled path costs a thread-local decrement and a predicted
  * branch (malloc) or a range check (free).
  *
  * With sample_guard_recover a fault is reported once and the program goes on: the faulting

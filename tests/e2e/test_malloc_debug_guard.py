@@ -321,6 +321,20 @@ class SampleGuard(GuardCase):
         self.assertEqual(r.returncode, 0, r.log)
         self.assertEqual(len(parse_reports(r.log)), 1, r.log)
 
+    def test_glibc_heap_is_left_as_without_it(self):
+        # The sampled calls are made to glibc too (their shadow blocks): its heap ends up
+        # exactly as with glibc alone, whatever the rate.
+        alone = run([GUARD, "heap_shape"], preload=False)
+        self.assertEqual(alone.returncode, 0, alone.stdout)
+        self.assertRegex(alone.values.get("arena", ""), r"^[1-9]\d*$", alone.stdout)
+        opts = ("sample_guard=1", "sample_guard=3", "sample_guard=100", "sample_guard")
+        for o, r in zip(opts, in_parallel([([GUARD, "heap_shape"], o) for o in opts])):
+            with self.subTest(options=o):
+                self.assertEqual(r.returncode, 0, r.stdout + "\n".join(r.log))
+                self.assertEqual(r.log, [])
+                for k in ("arena", "ordblks", "uordblks", "fordblks", "keepcost", "hblkhd"):
+                    self.assertEqual(r.values.get(k), alone.values[k], k)
+
     def test_unsampled_bugs_are_not_reported(self):
         # A rate so low that nothing is drawn: glibc's blocks, no report, no abort.
         r = run([GUARD, "read_after_free"], "sample_guard=1000000000")

@@ -441,6 +441,51 @@ static int leaks(int protect)
     return 0;
 }
 
+/* A fixed mix of malloc, calloc, memalign, realloc and free (sizes up to 12 KiB, 512 blocks
+ * live), then glibc's own figures of its heap: sample_guard must leave them as glibc alone
+ * makes them, however many of the calls it samples. */
+static int heap_shape(void)
+{
+    static char *live[512];
+    uint32_t x = 12345;
+    for (int i = 0; i < 200000; i++) {
+        x = x * 1103515245u + 12345u;
+        uint32_t r = x >> 8;
+        size_t slot = r % 512, size = 1 + (r >> 9) % 12288;
+        if (live[slot] && (r & 7) == 0) {
+            char *q = realloc(live[slot], size);
+            if (!q)
+                return 1;
+            live[slot] = q;
+            q[size - 1] = 1;
+            continue;
+        }
+        free(live[slot]);
+        switch ((r >> 3) & 3) {
+        case 0:
+            live[slot] = calloc(1, size);
+            break;
+        case 1:
+            live[slot] = memalign(64, size);
+            break;
+        default:
+            live[slot] = malloc(size);
+            break;
+        }
+        if (!live[slot])
+            return 1;
+        live[slot][0] = 1;
+    }
+    for (int i = 0; i < 512; i += 2) {
+        free(live[i]);
+        live[i] = NULL;
+    }
+    struct mallinfo2 mi = mallinfo2();
+    printf("arena=%zu ordblks=%zu uordblks=%zu fordblks=%zu keepcost=%zu hblkhd=%zu\n", mi.arena,
+           mi.ordblks, mi.uordblks, mi.fordblks, mi.keepcost, mi.hblkhd);
+    return 0;
+}
+
 /* The same use after free, many times: sample_guard's default rate catches one. */
 static NOINLINE int use_after_free_loop(long n)
 {
@@ -475,6 +520,8 @@ int main(int argc, char **argv)
         rc = fork_use_after_free();
     else if (strcmp(s, "use_after_free_loop") == 0)
         rc = use_after_free_loop(argc > 2 ? atol(argv[2]) : 100000);
+    else if (strcmp(s, "heap_shape") == 0)
+        rc = heap_shape();
     else if (strcmp(s, "leaks") == 0)
         rc = leaks(argc > 2 && strcmp(argv[2], "protect") == 0);
     else if (strcmp(s, "null_deref") == 0)
