@@ -8,7 +8,11 @@
 #    Rows: glibc, the shim with no options, sample_guard (default rate), and sample_guard=1000
 #    for scale. BENCH_RUNS interleaved rounds (each round starts with a different
 #    configuration); the ratio is the median over rounds of the ratio to the glibc run of the
-#    same round. Target: sample_guard <= 1.05.
+#    same round. Target: sample_guard <= 1.05. Columns mb1_notrim and mb2_notrim run the same
+#    with glibc's heap trimming off in every configuration (GLIBC_TUNABLES
+#    glibc.malloc.trim_threshold=1 GiB): malloc_bench's arena sits where a few allocations
+#    more or fewer in glibc (the sampled ones) change how often glibc trims and refaults it,
+#    which these columns leave out, so they show what the sampling itself costs.
 # 2. page_guard (every block on pages of its own) against the tools that catch the same bugs
 #    at the access: Electric Fence and DUMA (Debian's libefence.so.0 and libduma.so.0,
 #    preloaded), AddressSanitizer (malloc_bench_asan, built by clang) and Valgrind memcheck,
@@ -23,7 +27,8 @@
 # reason, since that is a result too.
 #
 # Environment: BENCH_RUNS (5), BENCH_OPS (12000000), BENCH_GUARD_OPS (100000),
-# BENCH_GUARD_RUNS (3), BENCH_VALGRIND=0 skips Valgrind, BENCH_PYTHON the python3 binary.
+# BENCH_GUARD_RUNS (3), BENCH_VALGRIND=0 skips Valgrind, BENCH_PEERS=0 skips part 2,
+# BENCH_PYTHON the python3 binary.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -56,7 +61,7 @@ done
 
 # ---- part 1: sample_guard on the benchmark programs ---------------------------------------
 
-workloads="mb1 mb2"
+workloads="mb1 mb2 mb1_notrim mb2_notrim"
 [ -n "$python_bin" ] && workloads="$workloads python" || notes="$notes
 - python skipped: no python3 binary found."
 [ -n "$sqlite_bin" ] && workloads="$workloads sqlite" || notes="$notes
@@ -83,7 +88,8 @@ label() {
 run_cfg() {
     cfg=$1 w=$2 n=$3 base=$4
     set -- env -u LD_PRELOAD -u LIBC_DEBUG_MALLOC_OPTIONS -u LIBC_DEBUG_MALLOC_PROGRAM \
-        -u HEAPSCOPE_LOG_FILE -u ASAN_OPTIONS -u EF_PROTECT_FREE -u DUMA_PROTECT_FREE
+        -u HEAPSCOPE_LOG_FILE -u ASAN_OPTIONS -u EF_PROTECT_FREE -u DUMA_PROTECT_FREE \
+        -u GLIBC_TUNABLES
     prog=$bench
     case $cfg in
     glibc | valgrind) ;;
@@ -99,6 +105,8 @@ run_cfg() {
     esac
     [ "$cfg" = valgrind ] && set -- "$@" "$valgrind_bin" --tool=memcheck -q --error-exitcode=99
     case $w in
+    mb*_notrim) set -- "$@" GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824 \
+        "$prog" --threads "$(echo "$w" | tr -cd 0-9)" --ops "$n" ;;
     mb*) set -- "$@" "$prog" --threads "${w#mb}" --ops "$n" ;;
     python) set -- "$@" PYTHONMALLOC=malloc PYTHONHASHSEED=0 "$python_bin" "$wdir/churn.py" ;;
     sqlite) set -- "$@" "$sqlite_bin" :memory: ".read $wdir/sqlite.sql" ;;
@@ -192,71 +200,74 @@ table1=$tmp/table1.md
 
 # ---- part 2: page_guard and its peers on malloc_bench -----------------------------------
 
-configs2="glibc pageguard pageguard_front"
-[ -f "$efence" ] && configs2="$configs2 efence" || notes="$notes
+table2=
+if [ "${BENCH_PEERS:-1}" != 0 ]; then
+    configs2="glibc pageguard pageguard_front"
+    [ -f "$efence" ] && configs2="$configs2 efence" || notes="$notes
 - Electric Fence skipped: $efence not found (apt-get install electric-fence)."
-[ -f "$duma" ] && configs2="$configs2 duma duma_reuse" || notes="$notes
+    [ -f "$duma" ] && configs2="$configs2 duma duma_reuse" || notes="$notes
 - DUMA skipped: $duma not found (apt-get install duma)."
-[ -x "$bench_asan" ] && configs2="$configs2 asan" || notes="$notes
+    [ -x "$bench_asan" ] && configs2="$configs2 asan" || notes="$notes
 - AddressSanitizer skipped: $bench_asan is not built (it needs clang)."
-echo "bench/guard.sh: part 2: $gruns round(s) of [$configs2] on malloc_bench, $gops calls" >&2
-r=1
-while [ "$r" -le "$gruns" ]; do
-    for cfg in $(rotate "$configs2" $((r - 1))); do
-        # A peer that failed once (DUMA out of mappings) is not run again.
-        [ -f "$tmp/p2.$cfg.failed" ] && continue
-        base=$tmp/g.$cfg.$r
-        run_cfg "$cfg" mb1 "$gops" "$base"
-        if check_run "$cfg" "malloc_bench"; then
-            echo "$secs $r $rss" >>"$tmp/p2.$cfg"
-        else
-            echo "$wall" >"$tmp/p2.$cfg.failed"
-        fi
+    echo "bench/guard.sh: part 2: $gruns round(s) of [$configs2] on malloc_bench, $gops calls" >&2
+    r=1
+    while [ "$r" -le "$gruns" ]; do
+        for cfg in $(rotate "$configs2" $((r - 1))); do
+            # A peer that failed once (DUMA out of mappings) is not run again.
+            [ -f "$tmp/p2.$cfg.failed" ] && continue
+            base=$tmp/g.$cfg.$r
+            run_cfg "$cfg" mb1 "$gops" "$base"
+            if check_run "$cfg" "malloc_bench"; then
+                echo "$secs $r $rss" >>"$tmp/p2.$cfg"
+            else
+                echo "$wall" >"$tmp/p2.$cfg.failed"
+            fi
+        done
+        echo "bench/guard.sh: round $r/$gruns done ($(($(date +%s) - start_time)) s)" >&2
+        r=$((r + 1))
     done
-    echo "bench/guard.sh: round $r/$gruns done ($(($(date +%s) - start_time)) s)" >&2
-    r=$((r + 1))
-done
-if [ -n "$valgrind_bin" ]; then
-    configs2="$configs2 valgrind"
-    run_cfg valgrind mb1 "$gops" "$tmp/g.valgrind.1"
-    base=$tmp/g.valgrind.1
-    check_run valgrind malloc_bench && echo "$secs 1 $rss" >>"$tmp/p2.valgrind"
-else
-    notes="$notes
+    if [ -n "$valgrind_bin" ]; then
+        configs2="$configs2 valgrind"
+        run_cfg valgrind mb1 "$gops" "$tmp/g.valgrind.1"
+        base=$tmp/g.valgrind.1
+        check_run valgrind malloc_bench && echo "$secs 1 $rss" >>"$tmp/p2.valgrind"
+    else
+        notes="$notes
 - Valgrind skipped (BENCH_VALGRIND=0 or not installed)."
-fi
+    fi
 
-table2=$tmp/table2.md
-{
-    echo "| tool | seconds | ratio to glibc | peak RSS MiB | freed memory |"
-    echo "|---|---:|---:|---:|---|"
-    for cfg in $configs2; do
-        case $cfg in
-        glibc) freed="reused at once" ;;
-        pageguard*) freed="PROT_NONE, quarantine of 256 MiB" ;;
-        efence) freed="PROT_NONE until reused" ;;
-        duma) freed="PROT_NONE, never reused" ;;
-        duma_reuse) freed="reused at once" ;;
-        asan) freed="poisoned, quarantine of 256 MiB" ;;
-        valgrind) freed="marked, 20 MB queue" ;;
-        esac
-        f=$tmp/p2.$cfg
-        if [ ! -s "$f" ]; then
-            after=$(cat "$tmp/p2.$cfg.failed" 2>/dev/null || echo -)
-            echo "| $(label "$cfg") | failed after $after s | - | - | $freed |"
-            continue
-        fi
-        secs=$(median 1 "$f")
-        ratio=$(paired_ratio "$f" "$tmp/p2.glibc")
-        [ "$cfg" = valgrind ] && ratio=$(awk -v a="$secs" -v b="$(median 1 "$tmp/p2.glibc")" \
-            'BEGIN { if (b > 0) print a / b; else print "-" }')
-        rss=$(median 3 "$f")
-        printf '| %s | %s | %s | %s | %s |\n' "$(label "$cfg")" "$secs" \
-            "$(echo "$ratio" | awk '$1 ~ /^[0-9.]+$/ { printf "%.1f", $1; next } { print "-" }')" \
-            "$(echo "$rss" | awk '$1 ~ /^[0-9.]+$/ { printf "%.1f", $1 / 1024; next } { print "-" }')" \
-            "$freed"
-    done
-} >"$table2"
+    table2=$tmp/table2.md
+    {
+        echo "| tool | seconds | ratio to glibc | peak RSS MiB | freed memory |"
+        echo "|---|---:|---:|---:|---|"
+        for cfg in $configs2; do
+            case $cfg in
+            glibc) freed="reused at once" ;;
+            pageguard*) freed="PROT_NONE, quarantine of 256 MiB" ;;
+            efence) freed="PROT_NONE until reused" ;;
+            duma) freed="PROT_NONE, never reused" ;;
+            duma_reuse) freed="reused at once" ;;
+            asan) freed="poisoned, quarantine of 256 MiB" ;;
+            valgrind) freed="marked, 20 MB queue" ;;
+            esac
+            f=$tmp/p2.$cfg
+            if [ ! -s "$f" ]; then
+                after=$(cat "$tmp/p2.$cfg.failed" 2>/dev/null || echo -)
+                echo "| $(label "$cfg") | failed after $after s | - | - | $freed |"
+                continue
+            fi
+            secs=$(median 1 "$f")
+            ratio=$(paired_ratio "$f" "$tmp/p2.glibc")
+            [ "$cfg" = valgrind ] && ratio=$(awk -v a="$secs" -v b="$(median 1 "$tmp/p2.glibc")" \
+                'BEGIN { if (b > 0) print a / b; else print "-" }')
+            rss=$(median 3 "$f")
+            printf '| %s | %s | %s | %s | %s |\n' "$(label "$cfg")" "$secs" \
+                "$(echo "$ratio" | awk '$1 ~ /^[0-9.]+$/ { printf "%.1f", $1; next } { print "-" }')" \
+                "$(echo "$rss" | awk '$1 ~ /^[0-9.]+$/ { printf "%.1f", $1 / 1024; next } { print "-" }')" \
+                "$freed"
+        done
+    } >"$table2"
+fi
 
 results=$build/bench/guard.md
 {
@@ -270,15 +281,19 @@ results=$build/bench/guard.md
     echo "ratio; target for sample_guard: <= 1.05), then the same for the CPU time (user +"
     echo "system: less disturbed by other load on the machine) and the peak RSS. glibc's row:"
     echo "median seconds and peak RSS. mb1, mb2: malloc_bench with 1 and 2 threads, $ops calls"
-    echo "per thread (its own timer); python: churn.py (PYTHONMALLOC=malloc); sqlite: sqlite.sql."
+    echo "per thread (its own timer); mb1_notrim, mb2_notrim: the same with glibc's heap trimming"
+    echo "off in every configuration (GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824);"
+    echo "python: churn.py (PYTHONMALLOC=malloc); sqlite: sqlite.sql."
     echo
     cat "$table1"
     echo
-    echo "## page_guard and its peers"
-    echo
-    echo "malloc_bench, 1 thread, $gops calls; median of $gruns rounds (Valgrind: 1 run)."
-    echo
-    cat "$table2"
+    if [ -n "$table2" ]; then
+        echo "## page_guard and its peers"
+        echo
+        echo "malloc_bench, 1 thread, $gops calls; median of $gruns rounds (Valgrind: 1 run)."
+        echo
+        cat "$table2"
+    fi
     [ -n "$notes" ] && printf '%s\n' "$notes" | sed '/^$/d'
     echo
     echo "## Individual runs of part 1 (wall seconds, CPU seconds; round order)"

@@ -4,6 +4,7 @@
 #define UNW_LOCAL_ONLY
 #include "fault_context.h"
 
+#include "capture_gate.h"
 #include "signal_trampoline.h"
 
 #include <libunwind.h>
@@ -68,18 +69,12 @@ uintptr_t hs_fault_pc(const void *ucontext)
 #endif
 }
 
-size_t hs_fault_backtrace(void *ucontext, uintptr_t *frames, size_t max)
+/* The unwinding proper (inside the capture gate): 0 when libunwind cannot start. */
+static size_t unwind(void *ucontext, uintptr_t *frames, size_t max)
 {
-    if (max == 0 || !ucontext)
-        return 0;
-    uintptr_t pc = hs_fault_pc(ucontext);
     unw_cursor_t cursor;
-    if (unw_init_local2(&cursor, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME) != 0) {
-        if (pc == 0)
-            return 0;
-        frames[0] = pc;
-        return 1;
-    }
+    if (unw_init_local2(&cursor, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME) != 0)
+        return 0;
     size_t n = 0, steps = 0;
     unw_word_t prev = 0;
     do {
@@ -92,6 +87,27 @@ size_t hs_fault_backtrace(void *ucontext, uintptr_t *frames, size_t max)
         n++;
         prev = ip;
     } while (n < max && ++steps < HS_FAULT_MAX_STEPS && unw_step(&cursor) > 0);
+    return n;
+}
+
+size_t hs_fault_backtrace(void *ucontext, uintptr_t *frames, size_t max)
+{
+    if (max == 0 || !ucontext)
+        return 0;
+    uintptr_t pc = hs_fault_pc(ucontext);
+    /* libunwind takes the same locks here as in any capture: a fork in another thread must
+     * not copy them held (sample_guard_recover lets the program go on, and even a report that
+     * ends in abort() can meet a fork in another thread). A refused gate (captures off, or
+     * this fault interrupted a capture of its own thread while a fork waits for it) leaves
+     * the exact pc alone. */
+    if (!hs_capture_gate_enter()) {
+        if (pc == 0)
+            return 0;
+        frames[0] = pc;
+        return 1;
+    }
+    size_t n = unwind(ucontext, frames, max);
+    hs_capture_gate_leave();
     if (n == 0 && pc != 0)
         frames[n++] = pc;
     return n;

@@ -11,8 +11,11 @@
  * for a write; only when REG_TRAPNO is 14, a page fault); on aarch64 the ESR record in the
  * signal frame (a data abort's WnR bit). Elsewhere, and for other faults, it is unknown.
  *
- * Async-signal-safe (libunwind's local unwinder takes no locks of its own here but looks
- * unwind information up through dl_iterate_phdr, as backtrace.h says). No allocation.
+ * The unwind goes through the capture gate (capture_gate.h) like every other capture: it takes
+ * libunwind's locks, which a fork in another thread must not copy held; while a fork is in
+ * progress it waits for it, and where the gate refuses (captures off in this process, or a
+ * fault that interrupted a capture of its own thread during a fork) the stack is the pc alone.
+ * Async-signal-safe. No allocation.
  */
 #ifndef HEAPSCOPE_COMMON_FAULT_CONTEXT_H
 #define HEAPSCOPE_COMMON_FAULT_CONTEXT_H

@@ -135,6 +135,10 @@ bool hs_md_guard_fault_sigaction(int sig, const struct sigaction *act, struct si
     int i = slot_of(sig);
     if (i < 0 || !__atomic_load_n(&g_installed, __ATOMIC_ACQUIRE))
         return false;
+    /* The handler in the kernel first: one set behind our back (the raw system call, as
+     * libmemunreachable's sweeper resets its faults to the default action) is put back now,
+     * or the action recorded below would never run. */
+    hs_md_guard_fault_check_installed();
     sigset_t saved;
     program_write_begin(&saved);
     if (old)
@@ -315,7 +319,10 @@ static bool on_guarded_fault(uintptr_t addr, void *uc)
 static void fault_handler(int sig, siginfo_t *si, void *uc)
 {
     int saved_errno = errno;
+    /* A fault on a live block's own pages is the program's (it changed their protection):
+     * its handler gets it. */
     if (sig == SIGSEGV && si && si->si_code > 0 && hs_md_guarded_owns((uintptr_t)si->si_addr) &&
+        !hs_md_guarded_live_page((uintptr_t)si->si_addr) &&
         on_guarded_fault((uintptr_t)si->si_addr, uc)) {
         errno = saved_errno;
         return;

@@ -13,7 +13,9 @@
  * (signal_interpose.c), which record the program's SIGSEGV and SIGBUS handlers here instead of
  * replacing ours, and report them back to it, as sanitizers do; a handler installed another
  * way (the raw system call, sysv_signal, sigset) is noticed at the next guarded allocations
- * (hs_md_guard_fault_check_installed) and ours is put back in front of it.
+ * or the next interposed sigaction call for these signals (hs_md_guard_fault_check_installed)
+ * and ours is put back in front of it. A fault on the pages of a live guarded block is the
+ * program's too: those pages are readable and writable unless the program protected them.
  *
  * Stacks: the handler runs on the stack the kernel picks (the thread's own, or the program's
  * alternate stack when it set one): a fault in guarded memory is an ordinary heap access, not

@@ -20,10 +20,10 @@ static bool freed_state(int state)
  * the start. */
 static size_t distance(const struct hs_md_gblock *g, uintptr_t a)
 {
-    if (a < g->user)
-        return g->user - a;
-    if (a - g->user >= g->size)
-        return a - (g->user + g->size) + 1;
+    if (a < hs_md_gb_user(g))
+        return hs_md_gb_user(g) - a;
+    if (a - hs_md_gb_user(g) >= g->size)
+        return a - (hs_md_gb_user(g) + g->size) + 1;
     return 0;
 }
 
@@ -40,7 +40,7 @@ void hs_md_guard_explain(uintptr_t a, struct hs_md_guard_verdict *v)
         int state = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
         if (state == HS_MD_GB_EMPTY)
             continue;
-        if (freed_state(state) && a >= g->data && a < g->data_end) {
+        if (freed_state(state) && a >= hs_md_gb_data(g) && a < hs_md_gb_data_end(g)) {
             /* The page was the freed block's own. */
             v->kind = HS_MD_GUARD_USE_AFTER_FREE;
             v->g = g;
@@ -55,9 +55,9 @@ void hs_md_guard_explain(uintptr_t a, struct hs_md_guard_verdict *v)
         }
     }
     if (v->g)
-        v->kind = a < v->g->user                 ? HS_MD_GUARD_UNDERFLOW
-                  : a - v->g->user >= v->g->size ? HS_MD_GUARD_OVERFLOW
-                                                 : HS_MD_GUARD_USE_AFTER_FREE;
+        v->kind = a < hs_md_gb_user(v->g)                 ? HS_MD_GUARD_UNDERFLOW
+                  : a - hs_md_gb_user(v->g) >= v->g->size ? HS_MD_GUARD_OVERFLOW
+                                                          : HS_MD_GUARD_USE_AFTER_FREE;
 }
 
 /* Where byte `index` of a block of `size` bytes is, in words. */
@@ -112,9 +112,9 @@ void hs_md_guard_report_fault(uintptr_t a, int access, const struct hs_md_guard_
     bool freed = g && freed_state(v->state);
     if (g) {
         char pos[128];
-        long index = (long)(a - g->user);
+        long index = (long)(a - hs_md_gb_user(g));
         where(pos, sizeof(pos), index, g->size, freed);
-        hs_log("+++ ALLOCATION %p SIZE %zu %s", (void *)g->user, g->size, kinds[v->kind]);
+        hs_log("+++ ALLOCATION %p SIZE %zu %s", (void *)hs_md_gb_user(g), g->size, kinds[v->kind]);
         hs_log("  %s of allocation[%ld] at %p: %s", verb, index, (void *)a, pos);
     } else {
         hs_log("+++ ADDRESS %p IS GUARDED MEMORY OUTSIDE ANY ALLOCATION", (void *)a);
@@ -136,14 +136,14 @@ void hs_md_guard_report_pointer(const void *ptr, const char *function, const str
     bool is_free = function[0] == 'f'; /* "free" */
     uintptr_t p = (uintptr_t)ptr;
     hs_md_report_begin();
-    if (p == g->user) {
-        hs_log("+++ ALLOCATION %p SIZE %zu %s (%s)", (void *)g->user, g->size,
+    if (p == hs_md_gb_user(g)) {
+        hs_log("+++ ALLOCATION %p SIZE %zu %s (%s)", (void *)hs_md_gb_user(g), g->size,
                is_free ? "DOUBLE FREE" : "USED AFTER FREE", function);
     } else {
         char pos[128];
-        long index = (long)(p - g->user);
+        long index = (long)(p - hs_md_gb_user(g));
         where(pos, sizeof(pos), index, g->size, freed);
-        hs_log("+++ ALLOCATION %p SIZE %zu %s (%s)", (void *)g->user, g->size,
+        hs_log("+++ ALLOCATION %p SIZE %zu %s (%s)", (void *)hs_md_gb_user(g), g->size,
                is_free ? "INVALID FREE" : "INVALID POINTER", function);
         hs_log("  %s of allocation[%ld] at %p: %s", function, index, ptr, pos);
     }
@@ -154,7 +154,7 @@ void hs_md_guard_report_pointer(const void *ptr, const char *function, const str
 
 void hs_md_guard_report_slack(const struct hs_md_gblock *g, uint8_t expected)
 {
-    const uint8_t *end = (const uint8_t *)(g->block + g->block_size);
-    hs_md_report_corrupted_guard((const uint8_t *)g->user, g->size, "REAR", end,
-                                 g->data_end - (uintptr_t)end, expected);
+    const uint8_t *end = (const uint8_t *)(hs_md_gb_block(g) + g->block_size);
+    hs_md_report_corrupted_guard((const uint8_t *)hs_md_gb_user(g), g->size, "REAR", end,
+                                 hs_md_gb_data_end(g) - (uintptr_t)end, expected);
 }

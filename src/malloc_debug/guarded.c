@@ -65,8 +65,15 @@ void hs_md_guarded_set_user(void *block, const void *user, size_t size)
     struct hs_md_gblock *g = record_of((uintptr_t)block);
     if (!g)
         return;
-    g->user = (uintptr_t)user;
+    hs_md_gb_set_user(g, (uintptr_t)user);
     g->size = size;
+}
+
+bool hs_md_guarded_live_page(uintptr_t a)
+{
+    struct hs_md_gblock *g = record_of(a);
+    return g && __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == HS_MD_GB_LIVE &&
+           a >= hs_md_gb_data(g) && a < hs_md_gb_data_end(g);
 }
 
 static bool freed_state(int state)
@@ -82,7 +89,7 @@ int hs_md_guarded_check(void *ptr, const char *function, bool claim, struct hs_m
         return HS_MD_GUARDED_NOT_OURS;
     struct hs_md_gblock *g = record_of(p);
     int state = g ? __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) : HS_MD_GB_EMPTY;
-    if (state == HS_MD_GB_LIVE && g->user == p) {
+    if (state == HS_MD_GB_LIVE && hs_md_gb_user(g) == p) {
         if (!claim || __atomic_compare_exchange_n(&g->state, &state, HS_MD_GB_FREEING, false,
                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
             *out = g;
@@ -90,9 +97,10 @@ int hs_md_guarded_check(void *ptr, const char *function, bool claim, struct hs_m
         }
         /* Another thread freed it between the load and the claim: state holds what it is. */
     }
-    if (state == HS_MD_GB_FREEING && g->user == p && (hs_md.cfg.options & HS_OPT_FREE_TRACK))
+    if (state == HS_MD_GB_FREEING && hs_md_gb_user(g) == p &&
+        (hs_md.cfg.options & HS_OPT_FREE_TRACK))
         return HS_MD_GUARDED_QUEUED;
-    if (state == HS_MD_GB_EMPTY || p < g->data || p >= g->data_end) {
+    if (state == HS_MD_GB_EMPTY || p < hs_md_gb_data(g) || p >= hs_md_gb_data_end(g)) {
         hs_md_report_pointer_error(ptr, "UNKNOWN POINTER", function, NULL);
         return HS_MD_GUARDED_REPORTED;
     }
@@ -109,7 +117,7 @@ void hs_md_guarded_unclaim(struct hs_md_gblock *g)
 void hs_md_guarded_release(struct hs_md_gblock *g, struct hs_md_bt *free_bt)
 {
     hs_md_bt_ref(free_bt);
-    if (hs_md_page_guard_owns(g->data))
+    if (hs_md_page_guard_owns(hs_md_gb_data(g)))
         hs_md_page_guard_free(g, free_bt);
     else
         hs_md_sample_guard_free(g, free_bt);

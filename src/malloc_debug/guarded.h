@@ -77,20 +77,30 @@ void hs_md_backing_free(void *orig, struct hs_md_bt *free_bt);
 /* Usable size of a backing block, guarded or glibc's. */
 size_t hs_md_backing_usable_size(void *orig);
 
+/* True when a is on the pages of a live guarded block: pages the shim keeps readable and
+ * writable, so a fault there comes from a protection the program set itself (or a detector
+ * that reads its memory knowingly, as libmemunreachable's scan does), not from a bug of the
+ * kind guarded memory catches. Lock-free. */
+bool hs_md_guarded_live_page(uintptr_t a);
+
 /* The records near a for explaining a fault there (at most 3 stored). Lock-free. */
 size_t hs_md_guarded_nearby(uintptr_t a, struct hs_md_gblock **out);
 
 /* The backtrace of the calling code for a guarded block (the shim's frames dropped), or NULL
- * (in the shim's own code, or out of memory). Inline, so that it adds no frame of its own. */
+ * (in the shim's own code, or out of memory). Inline, so that it adds no frame of its own.
+ * With sample_guard every guarded block is a sampled one: its time counts in the budget. */
 static inline __attribute__((always_inline)) struct hs_md_bt *hs_md_guarded_capture(void)
 {
     if (hs_md_in_shim)
         return NULL;
     uintptr_t frames[HS_BACKTRACE_MAX_FRAMES];
     hs_md_in_shim++;
+    uint64_t start = hs_md.page_guard ? 0 : hs_md_sample_clock();
     size_t n = hs_md_capture(frames, hs_md_guard_frames());
     hs_md_in_shim--;
-    return hs_md_bt_acquire(frames, n);
+    struct hs_md_bt *bt = hs_md_bt_acquire(frames, n);
+    hs_md_sample_charge(start);
+    return bt;
 }
 
 /* Takes / releases the pools' locks (fork handlers, malloc_disable). */

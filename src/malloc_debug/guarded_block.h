@@ -35,18 +35,50 @@ enum hs_md_gblock_state {
 };
 
 struct hs_md_gblock {
-    uintptr_t user;             /* the pointer the program got */
+    /* Addresses are stored complemented (~address, read them with hs_md_gb_user and the
+     * others below), as the pointer table stores its keys: the unreachable-memory detector
+     * reads the shim's memory as roots and would take a plain address for a reference that
+     * keeps the block reachable, so a leaked guarded block would never be found. */
+    uintptr_t user_x;           /* the pointer the program got */
     size_t size;                /* the size the program asked for */
-    uintptr_t block;            /* the backing block (header mode: header and guards included) */
+    uintptr_t block_x;          /* the backing block (header mode: header and guards included) */
     size_t block_size;          /* its size; the slack runs from its end to data_end */
-    uintptr_t data, data_end;   /* the block's pages (page aligned) */
+    uintptr_t data_x, data_end_x; /* the block's pages (page aligned) */
     struct hs_md_bt *alloc_bt;  /* allocation backtrace (a counted reference) or NULL */
     struct hs_md_bt *free_bt;   /* free backtrace, once freed */
     struct hs_md_gblock *qnext; /* page_guard's quarantine list */
+    /* sample_guard alone: glibc's block for the same call (sampled_alloc.h), freed with this
+     * one, or 0. Stored plainly: it is the shim's, referenced, never a leak. */
+    uintptr_t shadow;
     uint32_t next_free;         /* page_guard's list of free runs (index + 1; 0 ends it) */
     int state;                  /* enum hs_md_gblock_state (atomic) */
     int retire;                 /* sample_guard_recover unprotected a page of it: never reuse */
 };
+
+static inline uintptr_t hs_md_gb_user(const struct hs_md_gblock *g)
+{
+    return ~g->user_x;
+}
+
+static inline uintptr_t hs_md_gb_block(const struct hs_md_gblock *g)
+{
+    return ~g->block_x;
+}
+
+static inline uintptr_t hs_md_gb_data(const struct hs_md_gblock *g)
+{
+    return ~g->data_x;
+}
+
+static inline uintptr_t hs_md_gb_data_end(const struct hs_md_gblock *g)
+{
+    return ~g->data_end_x;
+}
+
+static inline void hs_md_gb_set_user(struct hs_md_gblock *g, uintptr_t user)
+{
+    g->user_x = ~user;
+}
 
 static inline uintptr_t hs_md_page_down(uintptr_t a)
 {
@@ -86,28 +118,29 @@ static inline uintptr_t hs_md_gblock_place(uintptr_t lo, uintptr_t hi, size_t si
 static inline void hs_md_gblock_start(struct hs_md_gblock *g, uintptr_t b, size_t size,
                                       uintptr_t data, uintptr_t data_end, struct hs_md_bt *alloc_bt)
 {
-    g->user = g->block = b;
+    g->user_x = g->block_x = ~b;
     g->size = g->block_size = size;
-    g->data = data;
-    g->data_end = data_end;
+    g->data_x = ~data;
+    g->data_end_x = ~data_end;
     hs_md_bt_ref(alloc_bt);
     g->alloc_bt = alloc_bt;
     g->free_bt = NULL;
+    g->shadow = 0;
 }
 
 /* Fills the slack between the end of the block and the end of its pages. */
 static inline void hs_md_gblock_fill_slack(const struct hs_md_gblock *g, uint8_t value)
 {
-    uintptr_t end = g->block + g->block_size;
-    memset((void *)end, value, g->data_end - end);
+    uintptr_t end = hs_md_gb_block(g) + g->block_size;
+    memset((void *)end, value, hs_md_gb_data_end(g) - end);
 }
 
 /* Index (from the block's end) of the first slack byte that is not `value`, or the slack's
  * length when all are intact. */
 static inline size_t hs_md_gblock_slack_mismatch(const struct hs_md_gblock *g, uint8_t value)
 {
-    uintptr_t end = g->block + g->block_size;
-    return hs_md_first_mismatch((const uint8_t *)end, g->data_end - end, value);
+    uintptr_t end = hs_md_gb_block(g) + g->block_size;
+    return hs_md_first_mismatch((const uint8_t *)end, hs_md_gb_data_end(g) - end, value);
 }
 
 #endif

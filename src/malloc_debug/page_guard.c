@@ -281,7 +281,7 @@ void *hs_md_page_guard_alloc(size_t size, size_t align, size_t align_offset,
 static void recycle(struct hs_md_gblock *g)
 {
     struct hs_md_bt *alloc_bt = g->alloc_bt, *free_bt = g->free_bt;
-    size_t c = (g->data - g_pg.base) >> g_pg.region_shift;
+    size_t c = (hs_md_gb_data(g) - g_pg.base) >> g_pg.region_shift;
     struct pg_class *pc = &g_pg.classes[c];
     __atomic_store_n(&g->state, HS_MD_GB_EMPTY, __ATOMIC_RELEASE);
     g->alloc_bt = g->free_bt = NULL;
@@ -300,13 +300,13 @@ static void quarantine(struct hs_md_gblock *g)
     else
         g_pg.qhead = g;
     g_pg.qtail = g;
-    g_pg.qbytes += g->data_end - g->data;
+    g_pg.qbytes += hs_md_gb_data_end(g) - hs_md_gb_data(g);
     while (g_pg.qbytes > g_pg.qlimit && g_pg.qhead) {
         struct hs_md_gblock *old = g_pg.qhead;
         g_pg.qhead = old->qnext;
         if (!g_pg.qhead)
             g_pg.qtail = NULL;
-        g_pg.qbytes -= old->data_end - old->data;
+        g_pg.qbytes -= hs_md_gb_data_end(old) - hs_md_gb_data(old);
         old->qnext = NULL;
         *tail = old;
         tail = &old->qnext;
@@ -322,10 +322,10 @@ static void quarantine(struct hs_md_gblock *g)
 void hs_md_page_guard_free(struct hs_md_gblock *g, struct hs_md_bt *free_bt)
 {
     if (hs_md_gblock_slack_mismatch(g, g_pg.slack_value) !=
-        g->data_end - (g->block + g->block_size))
+        hs_md_gb_data_end(g) - (hs_md_gb_block(g) + g->block_size))
         hs_md_guard_report_slack(g, g_pg.slack_value);
-    void *pages = (void *)g->data;
-    size_t len = g->data_end - g->data;
+    void *pages = (void *)hs_md_gb_data(g);
+    size_t len = hs_md_gb_data_end(g) - hs_md_gb_data(g);
     /* Fresh PROT_NONE pages in place of the block's: one system call, memory returned. */
     if (mmap(pages, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
              0) == MAP_FAILED) {

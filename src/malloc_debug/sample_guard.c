@@ -32,13 +32,20 @@ __thread int hs_md_sample_left __attribute__((tls_model("initial-exec")));
 static __thread uint32_t t_rng __attribute__((tls_model("initial-exec")));
 
 /* The default rate's budget (sample_budget.h), per thread: the current window's start and the
- * time spent in the pool since, and the multiplier of the drawn countdowns. */
+ * time spent in sampled work since, and the multiplier of the drawn countdowns. */
 static __thread struct {
     uint64_t window_start, spent_ns;
     uint32_t scale;
 } t_budget __attribute__((tls_model("initial-exec")));
 
-struct hs_md_sample_range hs_md_sample_range;
+/* The multiplier a thread settled on last: a new thread starts from it rather than from 1, so
+ * that a program starting threads does not pay the full rate in each one's first window.
+ * Written only when a window changes a thread's multiplier. */
+static uint32_t g_scale_hint;
+
+/* Read by every free (the range check): on a cache line of its own, never written after
+ * start (the pool's lock and ring, written at each sample, live elsewhere). */
+struct hs_md_sample_range hs_md_sample_range __attribute__((aligned(64)));
 
 static struct {
     size_t nslots;
@@ -89,16 +96,31 @@ static void update_budget(void)
 {
     uint64_t now = hs_monotonic_ns();
     if (t_budget.window_start == 0) {
+        uint32_t hint = __atomic_load_n(&g_scale_hint, __ATOMIC_RELAXED);
         t_budget.window_start = now;
-        t_budget.scale = 1;
+        t_budget.scale = hint > 1 ? hint : 1;
         return;
     }
     uint64_t elapsed = now - t_budget.window_start;
     if (elapsed < HS_MD_SAMPLE_WINDOW_NS)
         return;
-    t_budget.scale = hs_md_sample_next_scale(t_budget.scale, t_budget.spent_ns, elapsed);
+    uint32_t scale = hs_md_sample_next_scale(t_budget.scale, t_budget.spent_ns, elapsed);
+    if (scale != t_budget.scale)
+        __atomic_store_n(&g_scale_hint, scale, __ATOMIC_RELAXED);
+    t_budget.scale = scale;
     t_budget.window_start = now;
     t_budget.spent_ns = 0;
+}
+
+uint64_t hs_md_sample_clock(void)
+{
+    return g_sp.adaptive ? hs_monotonic_ns() : 0;
+}
+
+void hs_md_sample_charge(uint64_t start)
+{
+    if (start != 0)
+        t_budget.spent_ns += hs_monotonic_ns() - start;
 }
 
 bool hs_md_sample_due(void)
@@ -180,22 +202,15 @@ static void put_slot(size_t i)
     hs_spin_unlock(&g_sp.lock);
 }
 
-/* Adds the time since start to this thread's sampled work (the default rate's budget). */
-static void account(uint64_t start)
-{
-    if (g_sp.adaptive)
-        t_budget.spent_ns += hs_monotonic_ns() - start;
-}
-
 static void *sample_alloc(size_t size, size_t align, size_t align_offset, bool zero,
                           struct hs_md_bt *alloc_bt);
 
 void *hs_md_sample_guard_alloc(size_t size, size_t align, size_t align_offset, bool zero,
                                struct hs_md_bt *alloc_bt)
 {
-    uint64_t start = g_sp.adaptive ? hs_monotonic_ns() : 0;
+    uint64_t start = hs_md_sample_clock();
     void *p = sample_alloc(size, align, align_offset, zero, alloc_bt);
-    account(start);
+    hs_md_sample_charge(start);
     return p;
 }
 
@@ -237,19 +252,23 @@ static void *sample_alloc(size_t size, size_t align, size_t align_offset, bool z
 
 void hs_md_sample_guard_free(struct hs_md_gblock *g, struct hs_md_bt *free_bt)
 {
-    uint64_t start = g_sp.adaptive ? hs_monotonic_ns() : 0;
+    uint64_t start = hs_md_sample_clock();
     if (hs_md_gblock_slack_mismatch(g, g_sp.slack_value) !=
-        g->data_end - (g->block + g->block_size))
+        hs_md_gb_data_end(g) - (hs_md_gb_block(g) + g->block_size))
         hs_md_guard_report_slack(g, g_sp.slack_value);
     bool retire = __atomic_load_n(&g->retire, __ATOMIC_RELAXED);
     /* A retired slot (sample_guard_recover) keeps its pages as they are: it was reported. */
-    if (!retire)
-        mprotect((void *)g->data, g->data_end - g->data, PROT_NONE);
+    if (!retire) {
+        uint64_t flush = hs_md_sample_clock();
+        mprotect((void *)hs_md_gb_data(g), hs_md_gb_data_end(g) - hs_md_gb_data(g), PROT_NONE);
+        /* Charged twice: the TLB flush interrupts the other CPUs running this process too. */
+        hs_md_sample_charge(flush);
+    }
     g->free_bt = free_bt;
     __atomic_store_n(&g->state, retire ? HS_MD_GB_RETIRED : HS_MD_GB_FREED, __ATOMIC_RELEASE);
     if (!retire)
         put_slot((size_t)(g - g_sp.recs));
-    account(start);
+    hs_md_sample_charge(start);
 }
 
 /* Slot index and position of a in the pool: *in_slot is false for a guard page, whose slot

@@ -9,8 +9,9 @@
  * slots are a first-in, first-out ring), so an access after free faults for as long as
  * possible. free() of a pointer inside the pool is a range check away.
  *
- * Memory is bounded: the pool's address space and at most every slot's pages; nothing grows
- * with the program. The unsampled path costs a thread-local decrement and a predicted
+ * Memory is bounded: the pool's address space and at most every slot's pages (and, with
+ * sample_guard alone, glibc's shadow block of each live sampled one: sampled_alloc.h); nothing
+ * grows with the program. The unsampled path costs a thread-local decrement and a predicted
  * branch (malloc) or a range check (free).
  *
  * With sample_guard_recover a fault is reported once and the program goes on: the faulting
@@ -46,6 +47,12 @@ static inline __attribute__((always_inline)) bool hs_md_sample_skip(void)
 /* The slow path, after hs_md_sample_skip returned false: true when this allocation is
  * sampled. Re-arms the countdown (and sets it up on a thread's first allocation). */
 bool hs_md_sample_due(void);
+
+/* The default rate's budget (sample_budget.h): hs_md_sample_clock() at the start of a piece of
+ * sampled work (0 unless the rate is the default one), hs_md_sample_charge(start) at its end
+ * adds its time to this thread's. */
+uint64_t hs_md_sample_clock(void);
+void hs_md_sample_charge(uint64_t start);
 
 /* The pool's address range, read by the range check of free. */
 struct hs_md_sample_range {

@@ -28,10 +28,30 @@ HS_INLINE void *try_sample(size_t size, size_t align, bool zero)
     return p;
 }
 
+/* Gives the sampled block p its shadow, glibc's block for the same call (see sampled_alloc.h);
+ * returns p. */
+static void *with_shadow(void *p, void *shadow)
+{
+    struct hs_md_gblock *g = hs_md_sample_guard_record((uintptr_t)p);
+    if (g)
+        g->shadow = (uintptr_t)shadow;
+    else if (shadow)
+        __libc_free(shadow);
+    return p;
+}
+
+/* Takes the shadow of the sampled block g away from it (the caller frees or reallocs it). */
+static void *take_shadow(struct hs_md_gblock *g)
+{
+    void *shadow = (void *)g->shadow;
+    g->shadow = 0;
+    return shadow;
+}
+
 void *hs_md_sampled_malloc(size_t size)
 {
     void *p = try_sample(size, 16, false);
-    return p ? p : __libc_malloc(size);
+    return p ? with_shadow(p, __libc_malloc(size)) : __libc_malloc(size);
 }
 
 void *hs_md_sampled_calloc(size_t nmemb, size_t size)
@@ -40,7 +60,7 @@ void *hs_md_sampled_calloc(size_t nmemb, size_t size)
     void *p = NULL;
     if (!__builtin_mul_overflow(nmemb, size, &total))
         p = try_sample(total, 16, true);
-    return p ? p : __libc_calloc(nmemb, size);
+    return p ? with_shadow(p, __libc_calloc(nmemb, size)) : __libc_calloc(nmemb, size);
 }
 
 /* glibc's memalign rounding: at least 16, a power of two. 0 when no slot could hold it. */
@@ -60,7 +80,7 @@ void *hs_md_sampled_memalign(size_t alignment, size_t size)
 {
     size_t a = slot_alignment(alignment);
     void *p = a ? try_sample(size, a, false) : NULL;
-    return p ? p : __libc_memalign(alignment, size);
+    return p ? with_shadow(p, __libc_memalign(alignment, size)) : __libc_memalign(alignment, size);
 }
 
 int hs_md_sampled_posix_memalign(void **memptr, size_t alignment, size_t size)
@@ -71,14 +91,17 @@ int hs_md_sampled_posix_memalign(void **memptr, size_t alignment, size_t size)
     void *p = a ? try_sample(size, a, false) : NULL;
     if (!p)
         return hs_libc_posix_memalign(memptr, alignment, size);
-    *memptr = p;
+    void *shadow = NULL;
+    if (hs_libc_posix_memalign(&shadow, alignment, size) != 0)
+        shadow = NULL;
+    *memptr = with_shadow(p, shadow);
     return 0;
 }
 
 void *hs_md_sampled_valloc(size_t size)
 {
     void *p = try_sample(size, HS_MD_PAGE, false);
-    return p ? p : __libc_valloc(size);
+    return p ? with_shadow(p, __libc_valloc(size)) : __libc_valloc(size);
 }
 
 void *hs_md_sampled_pvalloc(size_t size)
@@ -86,7 +109,7 @@ void *hs_md_sampled_pvalloc(size_t size)
     size_t rounded = hs_md_page_up(size);
     void *p =
         rounded >= size ? try_sample(rounded ? rounded : HS_MD_PAGE, HS_MD_PAGE, false) : NULL;
-    return p ? p : __libc_pvalloc(size);
+    return p ? with_shadow(p, __libc_pvalloc(size)) : __libc_pvalloc(size);
 }
 
 void hs_md_sampled_free(void *ptr)
@@ -94,9 +117,11 @@ void hs_md_sampled_free(void *ptr)
     struct hs_md_gblock *g;
     if (hs_md_guarded_check(ptr, "free", true, &g) != HS_MD_GUARDED_LIVE)
         return; /* reported; the free does nothing */
+    void *shadow = take_shadow(g);
     struct hs_md_bt *bt = hs_md_guarded_capture();
     hs_md_guarded_release(g, bt);
     hs_md_bt_release(bt);
+    __libc_free(shadow);
 }
 
 void *hs_md_sampled_realloc(void *ptr, size_t size)
@@ -111,8 +136,11 @@ void *hs_md_sampled_realloc(void *ptr, size_t size)
             return __libc_realloc(ptr, size);
         size_t old = hs_md_libc_usable_size(ptr);
         memcpy(p, ptr, old < size ? old : size);
-        __libc_free(ptr);
-        return p;
+        /* glibc's realloc all the same: its result is the shadow. */
+        void *shadow = __libc_realloc(ptr, size);
+        if (!shadow)
+            __libc_free(ptr);
+        return with_shadow(p, shadow);
     }
     struct hs_md_gblock *g;
     if (hs_md_guarded_check(ptr, "realloc", false, &g) != HS_MD_GUARDED_LIVE)
@@ -121,11 +149,21 @@ void *hs_md_sampled_realloc(void *ptr, size_t size)
         hs_md_sampled_free(ptr);
         return NULL;
     }
+    void *old_shadow = (void *)g->shadow;
     void *p = hs_md_sample_skip() ? NULL : try_sample(size, 16, false);
-    if (!p)
-        p = __libc_malloc(size);
-    if (!p)
-        return NULL; /* ENOMEM, the block stays */
+    void *q = NULL;
+    if (old_shadow) /* what glibc alone would have done with this block */
+        q = __libc_realloc(old_shadow, size);
+    else if (!p)
+        q = __libc_malloc(size);
+    if (!p && !q)
+        return NULL; /* ENOMEM, the block (and its shadow) stays */
+    if (old_shadow && q)
+        g->shadow = 0; /* realloc took it */
+    if (p)
+        with_shadow(p, q);
+    else
+        p = q; /* glibc's block is the program's now */
     memcpy(p, ptr, g->size < size ? g->size : size);
     hs_md_sampled_free(ptr);
     return p;

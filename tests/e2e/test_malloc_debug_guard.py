@@ -15,7 +15,7 @@ import tempfile
 import unittest
 from concurrent.futures import ThreadPoolExecutor
 
-from e2e import DIVIDER, FRAME_RE, STRESS, Case, run
+from e2e import CLI, DIVIDER, FRAME_RE, STRESS, Case, run
 
 GUARD = os.environ["HS_MD_GUARD"]
 PRE = os.environ["HS_MD_GUARD_PRE"]
@@ -169,7 +169,7 @@ class GuardCase(Case):
                        "double_free")]
         cases += [(s, "malloc", "thread") for s in
                   ("write_past_end_100", "read_before_start_1", "read_after_free_later",
-                   "free_interior")]
+                   "write_after_free", "double_free", "free_interior")]
         runs = in_parallel([([GUARD, s, kind, where], options_for(s, tool))
                             for s, kind, where in cases])
         for (s, kind, where), r in zip(cases, runs):
@@ -177,9 +177,37 @@ class GuardCase(Case):
                 self.check(r, s, where)
 
 
+    def run_after_realloc(self, options):
+        """The old pointer of a realloc that moved the block, read: a use after free whose
+        free stack is the realloc's caller."""
+        runs = in_parallel([([GUARD, "read_after_realloc", "malloc", w], options)
+                            for w in ("main", "thread")])
+        for w, r in zip(("main", "thread"), runs):
+            with self.subTest(where=w):
+                ctx = "%s\n%s" % (r.stdout, "\n".join(r.log))
+                self.assertEqual(r.returncode, -signal.SIGABRT, ctx)
+                reports = parse_reports(r.log)
+                self.assertEqual(len(reports), 1, ctx)
+                ptr = int(r.values["ptr"], 16)
+                self.assertNotEqual(int(r.values["moved"], 16), ptr, ctx)
+                self.assertEqual(reports[0]["head"], [
+                    "+++ ALLOCATION 0x%x SIZE %d USED AFTER FREE" % (ptr, BLOCK),
+                    "  read of allocation[8] at 0x%x: inside the freed block" % (ptr + 8),
+                ], ctx)
+                stacks = reports[0]["stacks"]
+                self.assertEqual(frame_sym(stacks["at time of failure"]), "read_after_free", ctx)
+                self.assertIn("thread_main" if w == "thread" else "main",
+                              syms(stacks["at time of failure"]), ctx)
+                self.assertEqual(frame_sym(stacks["at time of allocation"]), "alloc_block", ctx)
+                self.assertEqual(frame_sym(stacks["at time of free"]), "grow_block", ctx)
+
+
 class PageGuard(GuardCase):
     def test_every_bug_is_caught_at_the_access(self):
         self.run_matrix("page")
+
+    def test_use_after_realloc(self):
+        self.run_after_realloc(PAGE_REAR)
 
     def test_rear_page_guard_does_not_see_underflows(self):
         # The documented limit of one side: the front of a rear block is not guarded.
@@ -256,6 +284,9 @@ class SampleGuard(GuardCase):
     def test_every_bug_is_caught_with_n_1(self):
         self.run_matrix("sample")
 
+    def test_use_after_realloc(self):
+        self.run_after_realloc(SAMPLE_REAR)
+
     def test_default_rate_catches_a_repeated_bug(self):
         # 4000000 uses after free at one in 5000: even with the budget backing off 32-fold
         # (a sampled block costing ~40 us), about 25 are drawn; the chance to miss them all
@@ -289,6 +320,20 @@ class SampleGuard(GuardCase):
         r = run([GUARD, "write_past_end_100"], SAMPLE_REAR + " sample_guard_recover")
         self.assertEqual(r.returncode, 0, r.log)
         self.assertEqual(len(parse_reports(r.log)), 1, r.log)
+
+    def test_glibc_heap_is_left_as_without_it(self):
+        # The sampled calls are made to glibc too (their shadow blocks): its heap ends up
+        # exactly as with glibc alone, whatever the rate.
+        alone = run([GUARD, "heap_shape"], preload=False)
+        self.assertEqual(alone.returncode, 0, alone.stdout)
+        self.assertRegex(alone.values.get("arena", ""), r"^[1-9]\d*$", alone.stdout)
+        opts = ("sample_guard=1", "sample_guard=3", "sample_guard=100", "sample_guard")
+        for o, r in zip(opts, in_parallel([([GUARD, "heap_shape"], o) for o in opts])):
+            with self.subTest(options=o):
+                self.assertEqual(r.returncode, 0, r.stdout + "\n".join(r.log))
+                self.assertEqual(r.log, [])
+                for k in ("arena", "ordblks", "uordblks", "fordblks", "keepcost", "hblkhd"):
+                    self.assertEqual(r.values.get(k), alone.values[k], k)
 
     def test_unsampled_bugs_are_not_reported(self):
         # A rate so low that nothing is drawn: glibc's blocks, no report, no abort.
@@ -336,6 +381,79 @@ class CleanPrograms(GuardCase):
                 other = [l for l in r.log if "page_guard: " not in l or "+++" in l]
                 self.assertEqual(other, [], r.log)
                 self.assertNotIn(DIVIDER, r.log)
+
+
+class Leaks(GuardCase):
+    """libmemunreachable on guarded memory: md_guard's two leaks are found in guarded blocks,
+    a block reachable only through another guarded block is not, and the scan reads neither
+    freed blocks nor guard pages (PROT_NONE). Under `heapscope leaks -- PROGRAM` (the copy of
+    malloc debug inside libmemunreachable.so) at a check while the program runs (-p) and at
+    exit; under the preloaded shim with check_unreachable_on_signal (its fault handler in
+    front of the detector's), with a page the program protected itself in a reachable
+    block."""
+    OPTIONS = ("page_guard", "page_guard=front guard", "sample_guard=1")
+
+    def check_now(self, args, env):
+        prog = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            lines = []
+            for line in prog.stdout:
+                lines.append(line.strip())
+                if line.strip() == "ready":
+                    break
+            self.assertIn("ready", lines, lines)
+            values = dict(l.split("=", 1) for l in lines if "=" in l)
+            cli_env = dict(env)
+            cli_env.pop("LD_PRELOAD", None)
+            cli_env.pop("LIBC_DEBUG_MALLOC_OPTIONS", None)
+            now = subprocess.run([CLI, "leaks", "-p", values["pid"], "--timeout", "60"],
+                                 capture_output=True, text=True, timeout=120, env=cli_env)
+        finally:
+            _, err = prog.communicate("go\n", timeout=120)
+        ctx = "%s\n%s\n%s" % (now.stdout, now.stderr, err)
+        self.assertEqual(prog.returncode, 0, ctx)
+        self.assertEqual(now.returncode, 0, ctx)
+        self.assertEqual(now.stdout.splitlines()[0],
+                         "  4398 bytes in 2 unreachable allocations", ctx)
+        firsts = sorted(re.search(r"\((\w+)\+", l).group(1)
+                        for l in now.stdout.splitlines() if l.strip().startswith("#00"))
+        self.assertEqual(firsts, ["leak_big", "leak_small"], ctx)
+        # malloc debug saw no bug (with the shim's handler in front, a read of a freed block
+        # or a guard page would be one) and the check went through.
+        self.assertNotIn("+++", err, ctx)
+        self.assertNotIn("sweeper", err + now.stdout, ctx)
+        return err + now.stdout, values, ctx
+
+    def clean_env(self):
+        env = dict(os.environ)
+        for k in ("LD_PRELOAD", "LIBC_DEBUG_MALLOC_OPTIONS", "HEAPSCOPE_LOG_FILE"):
+            env.pop(k, None)
+        return env
+
+    def test_heapscope_leaks(self):
+        for opts in self.OPTIONS:
+            with self.subTest(options=opts):
+                args = [CLI, "leaks", "-o", "backtrace check_unreachable_on_signal " + opts,
+                        "--", GUARD, "leaks"]
+                out, _, ctx = self.check_now(args, self.clean_env())
+                # The detector notes every page it could not read: none was PROT_NONE.
+                self.assertNotIn("unreadable", out, ctx)
+                at_exit = [l.split("memunreachable: ", 1)[1] for l in out.splitlines()
+                           if "] memunreachable: " in l and "unreachable out of" in l]
+                self.assertTrue(at_exit, ctx)  # the -p check's, if logged, then the exit's
+                self.assertRegex(at_exit[-1], r"^4398 bytes in 2 allocations unreachable out of",
+                                 ctx)
+
+    def test_preloaded_shim_and_a_page_the_program_protected(self):
+        for opts in self.OPTIONS:
+            with self.subTest(options=opts):
+                env = self.clean_env()
+                env["LD_PRELOAD"] = SHIM
+                env["LIBC_DEBUG_MALLOC_OPTIONS"] = "backtrace check_unreachable_on_signal " + opts
+                out, values, ctx = self.check_now([GUARD, "leaks", "protect"], env)
+                # The detector's handler got the fault on the program's own PROT_NONE page.
+                self.assertIn("skipped unreadable page at %s " % values["own_page"], out, ctx)
 
 
 class OwnHandlers(GuardCase):

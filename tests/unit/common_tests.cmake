@@ -53,7 +53,7 @@ add_test(NAME unit.arena COMMAND test_arena)
 add_executable(test_fault_context ${HS_COMMON_TESTS_DIR}/test_fault_context.c)
 target_include_directories(test_fault_context PRIVATE ${HS_COMMON_TESTS_DIR})
 target_compile_options(test_fault_context PRIVATE -O0 -fno-omit-frame-pointer)
-target_link_libraries(test_fault_context PRIVATE hs_common)
+target_link_libraries(test_fault_context PRIVATE hs_common Threads::Threads)
 add_test(NAME unit.fault_context COMMAND test_fault_context)
 
 # Suppression rules (suppressions.c): the parser and the wildcard matcher.

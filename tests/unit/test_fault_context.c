@@ -1,17 +1,22 @@
 /* test_fault_context.c: unit tests of src/common/fault_context.c: a real SIGSEGV on a
  * PROT_NONE page, read then written, must be told apart, and the stack unwound from the
  * signal context must start at the faulting instruction (exact) in the faulting function,
- * then the call site in its caller.
+ * then the call site in its caller. The unwind goes through the capture gate: while another
+ * thread holds the gate closed (a fork in progress), a fault's unwind waits for it to open.
  */
 #define _GNU_SOURCE
+#include "capture_gate.h"
 #include "check.h"
 #include "fault_context.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 
 #define NOINLINE __attribute__((noinline, noclone))
@@ -22,6 +27,7 @@ static struct {
     uintptr_t pc;
     uintptr_t frames[16];
     size_t n;
+    int unwound; /* set by the handler once hs_fault_backtrace returned */
 } g_seen;
 
 static void handler(int sig, siginfo_t *si, void *uc)
@@ -31,6 +37,7 @@ static void handler(int sig, siginfo_t *si, void *uc)
     g_seen.access = hs_fault_access(uc);
     g_seen.pc = hs_fault_pc(uc);
     g_seen.n = hs_fault_backtrace(uc, g_seen.frames, 16);
+    __atomic_store_n(&g_seen.unwound, 1, __ATOMIC_RELEASE);
     siglongjmp(g_jump, 1);
 }
 
@@ -71,6 +78,31 @@ static void fault(char *page, int write)
         caller(page, write);
 }
 
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* A fork in another thread: closes the gate (as the fork's prepare handler does), looks
+ * whether the faulting thread's unwind finished meanwhile, then opens the gate (the parent
+ * handler). */
+static int g_gate_closed, g_unwound_while_closed = -1;
+
+static void *forker(void *arg)
+{
+    (void)arg;
+    hs_capture_gate_fork_prepare();
+    __atomic_store_n(&g_gate_closed, 1, __ATOMIC_RELEASE);
+    /* Time enough for the fault and an ungated unwind to finish; with the gate, the unwind
+     * cannot finish before the gate opens, however long this is. */
+    sleep_ms(300);
+    g_unwound_while_closed = __atomic_load_n(&g_seen.unwound, __ATOMIC_ACQUIRE);
+    hs_capture_gate_fork_parent();
+    return NULL;
+}
+
 int main(void)
 {
     struct sigaction sa;
@@ -93,6 +125,18 @@ int main(void)
     CHECK(g_seen.n >= 3);
     CHECK_EQ(g_seen.frames[0], g_seen.pc);
     CHECK(in_function(g_seen.frames[0], (void (*)(void))write_it, (void (*)(void))caller));
+    CHECK(in_function(g_seen.frames[1], (void (*)(void))caller, after_caller));
+
+    /* During a fork in another thread the unwind waits for the gate, then unwinds fully. */
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, forker, NULL), 0);
+    while (!__atomic_load_n(&g_gate_closed, __ATOMIC_ACQUIRE))
+        sleep_ms(1);
+    fault(page, 0);
+    pthread_join(t, NULL);
+    CHECK_EQ(g_unwound_while_closed, 0);
+    CHECK_EQ(g_seen.access, HS_FAULT_READ);
+    CHECK(g_seen.n >= 3);
     CHECK(in_function(g_seen.frames[1], (void (*)(void))caller, after_caller));
 
     /* No context: nothing known, nothing stored. */

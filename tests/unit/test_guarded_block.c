@@ -11,6 +11,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+/* hs_md_gblock_start takes a reference to the allocation backtrace; these blocks have none. */
+void hs_md_bt_ref(struct hs_md_bt *bt)
+{
+    CHECK(bt == NULL);
+}
+
 #define PAGE HS_MD_PAGE
 
 static void check_place(uintptr_t lo, uintptr_t hi, size_t size, size_t align, size_t off,
@@ -66,10 +72,16 @@ int main(void)
     /* Slack: filled, intact, then one byte changed. */
     uint8_t *page = aligned_alloc(PAGE, PAGE);
     struct hs_md_gblock g = {0};
-    g.block = (uintptr_t)page + PAGE - 112;
-    g.block_size = 100;
-    g.data = (uintptr_t)page;
-    g.data_end = (uintptr_t)page + PAGE;
+    hs_md_gblock_start(&g, (uintptr_t)page + PAGE - 112, 100, (uintptr_t)page,
+                       (uintptr_t)page + PAGE, NULL);
+    CHECK_EQ(hs_md_gb_user(&g), (uintptr_t)page + PAGE - 112);
+    CHECK_EQ(hs_md_gb_data_end(&g), (uintptr_t)page + PAGE);
+    /* No plain address of the block in its record (a scanner must not see a reference). */
+    for (size_t i = 0; i < sizeof(g) / sizeof(uintptr_t); i++) {
+        uintptr_t word;
+        memcpy(&word, (const char *)&g + i * sizeof(word), sizeof(word));
+        CHECK(word - (uintptr_t)page >= PAGE);
+    }
     hs_md_gblock_fill_slack(&g, 0xbb);
     CHECK_EQ(hs_md_gblock_slack_mismatch(&g, 0xbb), 12);
     page[PAGE - 12 + 5] = 0;

@@ -111,6 +111,18 @@ static NOINLINE void free_interior(char *p)
     free(p + 16);
 }
 
+/* realloc to a size that cannot stay in place: the old pointer is freed here. */
+static NOINLINE char *grow_block(char *p)
+{
+    char *q = realloc(p, 3 * BLOCK);
+    if (!q) {
+        printf("realloc failed\n");
+        exit(2);
+    }
+    say("moved", q);
+    return q;
+}
+
 /* Other allocations after a free, the ones that would reuse its memory without a guard. */
 static NOINLINE void allocate_others(void)
 {
@@ -164,6 +176,10 @@ static int bug(const char *s)
         free_block(p);
         allocate_others();
         write_after_free(p);
+    } else if (strcmp(s, "read_after_realloc") == 0) {
+        char *p = alloc_block();
+        g_sink = grow_block(p);
+        g_sink = (void *)(intptr_t)read_after_free(p);
     } else if (strcmp(s, "double_free") == 0) {
         char *p = alloc_block();
         free_block(p);
@@ -360,6 +376,116 @@ static int fork_use_after_free(void)
     return 0;
 }
 
+/* heapscope leaks on guarded memory. Reachable: g_reach -> a block -> another block (found
+ * only by scanning the first, which is guarded too). Leaked: 4321 bytes (leak_big) and 77
+ * bytes (leak_small). Freed blocks (PROT_NONE pages) and the guard page after a live block
+ * stay pointed at from g_stale: the scan must never read them. With `protect`, a reachable
+ * block of 8192 bytes has a page the program made PROT_NONE itself (printed as own_page=): the
+ * scan reads it and the detector's own fault handler must get that fault. Prints "ready",
+ * waits for a line on stdin (heapscope leaks -p checks meanwhile), then exits. */
+static void *volatile g_reach;
+static void *volatile g_stale[9];
+
+static NOINLINE void leak_big(void)
+{
+    memset(malloc(4321), 9, 4321);
+}
+
+static NOINLINE void leak_small(void)
+{
+    memset(malloc(77), 9, 77);
+}
+
+/* Zeroes the stack below the caller, where the calls above left copies of the pointers. */
+static NOINLINE void scrub(void)
+{
+    volatile char area[65536];
+    memset((char *)area, 0, sizeof(area));
+    __asm__ volatile("" : : "r"(area) : "memory");
+}
+
+static NOINLINE void make_heap(int protect)
+{
+    void **a = malloc(64), **b = malloc(200);
+    char *own = malloc(8192);
+    memset(b, 1, 200);
+    memset(own, 1, 8192);
+    a[0] = b;
+    a[1] = own;
+    g_reach = a;
+    char *own_page = (char *)(((uintptr_t)own + 4095) & ~(uintptr_t)4095);
+    if (protect) {
+        mprotect(own_page, 4096, PROT_NONE);
+        say("own_page", own_page);
+    }
+    for (int i = 0; i < 8; i++) {
+        char *f = malloc(100 + 50 * i);
+        memset(f, 2, 100 + 50 * i);
+        free(f);
+        g_stale[i] = f;
+    }
+    g_stale[8] = (char *)b + 200 + 4096; /* a page past b: PROT_NONE */
+    leak_big();
+    leak_small();
+}
+
+static int leaks(int protect)
+{
+    make_heap(protect);
+    scrub();
+    printf("ready\n");
+    fflush(stdout);
+    char line[16];
+    if (!fgets(line, sizeof(line), stdin))
+        line[0] = 0;
+    return 0;
+}
+
+/* A fixed mix of malloc, calloc, memalign, realloc and free (sizes up to 12 KiB, 512 blocks
+ * live), then glibc's own figures of its heap: sample_guard must leave them as glibc alone
+ * makes them, however many of the calls it samples. */
+static int heap_shape(void)
+{
+    static char *live[512];
+    uint32_t x = 12345;
+    for (int i = 0; i < 200000; i++) {
+        x = x * 1103515245u + 12345u;
+        uint32_t r = x >> 8;
+        size_t slot = r % 512, size = 1 + (r >> 9) % 12288;
+        if (live[slot] && (r & 7) == 0) {
+            char *q = realloc(live[slot], size);
+            if (!q)
+                return 1;
+            live[slot] = q;
+            q[size - 1] = 1;
+            continue;
+        }
+        free(live[slot]);
+        switch ((r >> 3) & 3) {
+        case 0:
+            live[slot] = calloc(1, size);
+            break;
+        case 1:
+            live[slot] = memalign(64, size);
+            break;
+        default:
+            live[slot] = malloc(size);
+            break;
+        }
+        if (!live[slot])
+            return 1;
+        live[slot][0] = 1;
+    }
+    for (int i = 0; i < 512; i += 2) {
+        free(live[i]);
+        live[i] = NULL;
+    }
+    struct mallinfo2 mi = mallinfo2();
+    printf("arena=%zu ordblks=%zu uordblks=%zu fordblks=%zu keepcost=%zu hblkhd=%zu\n", mi.arena,
+           mi.ordblks, mi.uordblks, mi.fordblks, mi.keepcost, mi.hblkhd);
+    return 0;
+}
+
 /* The same use after free, many times: sample_guard's default rate catches one. */
 static NOINLINE int use_after_free_loop(long n)
 {
@@ -394,6 +520,10 @@ int main(int argc, char **argv)
         rc = fork_use_after_free();
     else if (strcmp(s, "use_after_free_loop") == 0)
         rc = use_after_free_loop(argc > 2 ? atol(argv[2]) : 100000);
+    else if (strcmp(s, "heap_shape") == 0)
+        rc = heap_shape();
+    else if (strcmp(s, "leaks") == 0)
+        rc = leaks(argc > 2 && strcmp(argv[2], "protect") == 0);
     else if (strcmp(s, "null_deref") == 0)
         rc = *(volatile char *)g_null_page;
     else
