@@ -42,3 +42,15 @@ target_link_libraries(test_heap_dump PRIVATE
   hs_md_options hs_common Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME unit.heap_dump COMMAND test_heap_dump)
 set_tests_properties(unit.heap_dump PROPERTIES TIMEOUT 120)
+
+# free_track's per-thread rings (free_queue.c); the test defines hs_md_backing_free.
+add_executable(test_free_queue
+  ${HS_HEAP_DUMP_TESTS_DIR}/test_free_queue.c
+  ${HS_HEAP_DUMP_TESTS_DIR}/shim_stubs.c
+  ${HS_HEAP_DUMP_MD_DIR}/free_queue.c
+  ${HS_HEAP_DUMP_MD_DIR}/report.c
+  ${HS_HEAP_DUMP_MD_DIR}/backtrace_table.c)
+target_include_directories(test_free_queue PRIVATE ${HS_HEAP_DUMP_TESTS_DIR} ${HS_HEAP_DUMP_MD_DIR})
+target_link_libraries(test_free_queue PRIVATE hs_md_options hs_common Threads::Threads)
+add_test(NAME unit.free_queue COMMAND test_free_queue)
+set_tests_properties(unit.free_queue PROPERTIES TIMEOUT 120)
