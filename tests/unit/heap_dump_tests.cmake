@@ -54,3 +54,14 @@ target_include_directories(test_free_queue PRIVATE ${HS_HEAP_DUMP_TESTS_DIR} ${H
 target_link_libraries(test_free_queue PRIVATE hs_md_options hs_common Threads::Threads)
 add_test(NAME unit.free_queue COMMAND test_free_queue)
 set_tests_properties(unit.free_queue PROPERTIES TIMEOUT 120)
+
+# The live-allocation table (pointer_table.c): its encodings against a model, and threads.
+add_executable(test_pointer_table
+  ${HS_HEAP_DUMP_TESTS_DIR}/test_pointer_table.c
+  ${HS_HEAP_DUMP_TESTS_DIR}/shim_stubs.c
+  ${HS_HEAP_DUMP_MD_DIR}/pointer_table.c
+  ${HS_HEAP_DUMP_MD_DIR}/backtrace_table.c)
+target_include_directories(test_pointer_table PRIVATE ${HS_HEAP_DUMP_TESTS_DIR} ${HS_HEAP_DUMP_MD_DIR})
+target_link_libraries(test_pointer_table PRIVATE hs_md_options hs_common Threads::Threads)
+add_test(NAME unit.pointer_table COMMAND test_pointer_table)
+set_tests_properties(unit.pointer_table PROPERTIES TIMEOUT 120)
