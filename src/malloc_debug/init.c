@@ -6,6 +6,7 @@
  * options, and publishes the mode. Any problem leaves the shim a pass-through.
  */
 #define _GNU_SOURCE
+#include "backtrace_table.h"
 #include "debug_state.h"
 #include "embedding.h"
 #include "free_queue.h"
@@ -126,6 +127,7 @@ static int configure(void)
     hs_md.backtrace_on = cfg->backtrace_enabled;
     if (cfg->options & HS_OPT_FREE_TRACK)
         hs_md_free_queue_init(cfg->free_track_allocations);
+    hs_md_bt_cache_enable();
     hs_md.extra_bytes = (cfg->options & HS_OPT_EXPAND_ALLOC) ? cfg->expand_alloc_bytes : 0;
     if (hs_md.header)
         hs_md.extra_bytes += hs_md_user_offset() + cfg->rear_guard_bytes;
