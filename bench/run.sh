@@ -15,6 +15,9 @@
 #   BENCH_THREADS       thread counts to measure ("1 2 4 8"; with 2 CPUs, 4 and 8 threads
 #                       measure contention: more threads than cores, preempted lock holders)
 #   BENCH_PEER_THREADS  thread counts for Valgrind, heaptrack and the sanitizer builds ("1 2")
+#   BENCH_SHIM_BASELINE another libmalloc_debug.so (e.g. a build of an older commit): every shim
+#                       configuration also runs with it, interleaved, as rows "... (baseline)"
+#                       (before/after figures from one session)
 #   BENCH_QUICK=1       a quick run: 3 runs of 4000000 calls, no Valgrind, heaptrack or
 #                       sanitizers (explicit BENCH_RUNS / BENCH_OPS still win)
 #   BENCH_VALGRIND_DIV  Valgrind runs BENCH_OPS / this many calls, time scaled back up (20)
@@ -90,6 +93,15 @@ notes=
 configs=glibc
 if [ -n "$shim" ]; then
     configs="$configs shim guard fill guardfill backtrace leaktrack verifyptr freetrack"
+    base_shim=${BENCH_SHIM_BASELINE:-}
+    if [ -n "$base_shim" ]; then
+        if [ ! -f "$base_shim" ]; then
+            echo "bench/run.sh: BENCH_SHIM_BASELINE: $base_shim not found" >&2
+            exit 2
+        fi
+        configs="$configs base_shim base_guard base_fill base_guardfill base_backtrace"
+        configs="$configs base_leaktrack base_verifyptr base_freetrack"
+    fi
 else
     notes="$notes
 - shim configurations skipped: $build/lib/libmalloc_debug.so is not built."
@@ -110,6 +122,7 @@ fi
 
 cfg_label() {
     case $1 in
+    base_*) echo "$(cfg_label "${1#base_}") (baseline)" ;;
     glibc) echo "glibc" ;;
     shim) echo "shim, no options" ;;
     guard) echo "shim, guard" ;;
@@ -128,6 +141,7 @@ cfg_label() {
 }
 cfg_options() {
     case $1 in
+    base_*) cfg_options "${1#base_}" ;;
     guard) echo "guard" ;;
     fill) echo "fill" ;;
     guardfill) echo "guard fill" ;;
@@ -142,6 +156,7 @@ cfg_options() {
 # cfg_target CFG THREADS: issue 17's targets (1 thread / 2 threads / 4 and 8 threads).
 cfg_target() {
     case $1 in
+    base_*) cfg_target "${1#base_}" "$2" ;;
     shim) pick "$2" 1.02 1.02 1.05 ;;
     guard | fill) pick "$2" 1.5 1.5 2.0 ;;
     backtrace | freetrack) pick "$2" 2.5 3.0 3.5 ;;
@@ -196,6 +211,8 @@ run_one() {
     asan) set -- "$@" ASAN_OPTIONS=detect_leaks=0; prog=$bench_asan ;;
     lsan) set -- "$@" LSAN_OPTIONS=detect_leaks=1; prog=$bench_lsan ;;
     shim) set -- "$@" LD_PRELOAD="$shim" ;;
+    base_shim) set -- "$@" LD_PRELOAD="$base_shim" ;;
+    base_*) set -- "$@" LD_PRELOAD="$base_shim" LIBC_DEBUG_MALLOC_OPTIONS="$(cfg_options "$cfg")" ;;
     *) set -- "$@" LD_PRELOAD="$shim" LIBC_DEBUG_MALLOC_OPTIONS="$(cfg_options "$cfg")" ;;
     esac
     if [ "$cfg" = valgrind ]; then

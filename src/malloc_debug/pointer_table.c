@@ -206,7 +206,7 @@ bool hs_md_ptr_add(const void *ptr, const struct hs_md_ptr_info *info)
     uint64_t h = mix(p);
     struct shard *s = shard_of(p);
     hs_spin_lock(&s->lock);
-    if (((s->count + 1) * 4 > s->capacity && !grow(s)) ||
+    if (((s->count + 1) * 2 > s->capacity && !grow(s)) ||
         (!s->aux && !plain_code(p, info) && !make_aux(s))) {
         hs_spin_unlock(&s->lock);
         return false;
