@@ -1,10 +1,10 @@
 /* test_pointer_table.c: unit tests of malloc debug's live-allocation table
  * (src/malloc_debug/pointer_table.c) with the real backtrace table.
  *
- * Checked against a plain model: entries of every encoding (a small size kept in the key, a
- * size of 32 KiB or more, a backtrace, a pointer above 2^48) added, found and removed in a
- * random order through many growths and backward shifts; the sizes and backtraces come
- * back as stored; and blocks added
+ * Checked against a plain model: entries of every kind (small and large sizes, with and
+ * without a backtrace, pointers in shared 64 MiB regions and above 2^48) added, found and
+ * removed in a random order through many growths and backward shifts; the sizes and
+ * backtraces come back as stored; and blocks added
  * by one thread are found and removed by another while threads add and remove their own.
  */
 #define _GNU_SOURCE
