@@ -9,8 +9,17 @@
 #
 # Environment:
 #   BENCH_RUNS          runs per configuration and thread count; the median is reported (5)
-#   BENCH_OPS           malloc/free calls per thread (12000000: ~0.35-0.45 s per glibc run here)
-#   BENCH_THREADS       thread counts to measure ("1 2")
+#   BENCH_OPS           malloc/free calls per thread (12000000: ~0.35-0.45 s per glibc run here);
+#                       above 2 threads each thread makes 2 * BENCH_OPS / threads calls, so a run
+#                       does the work of a 2-thread run
+#   BENCH_THREADS       thread counts to measure ("1 2 4 8"; with 2 CPUs, 4 and 8 threads
+#                       measure contention: more threads than cores, preempted lock holders)
+#   BENCH_PEER_THREADS  thread counts for Valgrind, heaptrack and the sanitizer builds ("1 2")
+#   BENCH_SHIM_BASELINE another libmalloc_debug.so (e.g. a build of an older commit): every shim
+#                       configuration also runs with it, interleaved, as rows "... (baseline)"
+#                       (before/after figures from one session)
+#   BENCH_QUICK=1       a quick run: 3 runs of 4000000 calls, no Valgrind, heaptrack or
+#                       sanitizers (explicit BENCH_RUNS / BENCH_OPS still win)
 #   BENCH_VALGRIND_DIV  Valgrind runs BENCH_OPS / this many calls, time scaled back up (20)
 #   BENCH_VALGRIND=0    skip Valgrind (memcheck and massif)
 #   BENCH_SANITIZERS=0  skip the AddressSanitizer and LeakSanitizer builds
@@ -26,14 +35,24 @@
 set -u
 
 build=${1:-build}
-runs=${BENCH_RUNS:-5}
-ops=${BENCH_OPS:-12000000}
-threads_list=${BENCH_THREADS:-1 2}
+if [ "${BENCH_QUICK:-0}" != 0 ]; then
+    runs=${BENCH_RUNS:-3}
+    ops=${BENCH_OPS:-4000000}
+    want_valgrind=${BENCH_VALGRIND:-0}
+    want_heaptrack=${BENCH_HEAPTRACK:-0}
+    want_sanitizers=${BENCH_SANITIZERS:-0}
+else
+    runs=${BENCH_RUNS:-5}
+    ops=${BENCH_OPS:-12000000}
+    want_valgrind=${BENCH_VALGRIND:-1}
+    want_heaptrack=${BENCH_HEAPTRACK:-1}
+    want_sanitizers=${BENCH_SANITIZERS:-1}
+fi
+threads_list=${BENCH_THREADS:-1 2 4 8}
+peer_threads=${BENCH_PEER_THREADS:-1 2}
 vg_div=${BENCH_VALGRIND_DIV:-20}
-want_valgrind=${BENCH_VALGRIND:-1}
 ht_div=${BENCH_HEAPTRACK_DIV:-20}
-want_heaptrack=${BENCH_HEAPTRACK:-1}
-want_sanitizers=${BENCH_SANITIZERS:-1}
+cpus=$(nproc 2>/dev/null || echo 1)
 
 bench=$build/bench/malloc_bench
 bench_asan=$build/bench/malloc_bench_asan
@@ -74,6 +93,15 @@ notes=
 configs=glibc
 if [ -n "$shim" ]; then
     configs="$configs shim guard fill guardfill backtrace leaktrack verifyptr freetrack"
+    base_shim=${BENCH_SHIM_BASELINE:-}
+    if [ -n "$base_shim" ]; then
+        if [ ! -f "$base_shim" ]; then
+            echo "bench/run.sh: BENCH_SHIM_BASELINE: $base_shim not found" >&2
+            exit 2
+        fi
+        configs="$configs base_shim base_guard base_fill base_guardfill base_backtrace"
+        configs="$configs base_leaktrack base_verifyptr base_freetrack"
+    fi
 else
     notes="$notes
 - shim configurations skipped: $build/lib/libmalloc_debug.so is not built."
@@ -94,6 +122,7 @@ fi
 
 cfg_label() {
     case $1 in
+    base_*) echo "$(cfg_label "${1#base_}") (baseline)" ;;
     glibc) echo "glibc" ;;
     shim) echo "shim, no options" ;;
     guard) echo "shim, guard" ;;
@@ -112,6 +141,7 @@ cfg_label() {
 }
 cfg_options() {
     case $1 in
+    base_*) cfg_options "${1#base_}" ;;
     guard) echo "guard" ;;
     fill) echo "fill" ;;
     guardfill) echo "guard fill" ;;
@@ -123,15 +153,42 @@ cfg_options() {
     *) echo "" ;;
     esac
 }
+# cfg_target CFG THREADS: issue 17's targets (1 thread / 2 threads / 4 and 8 threads).
 cfg_target() {
     case $1 in
-    shim) echo "<= 1.05" ;;
-    guard | fill) echo "<= 2.0" ;;
-    backtrace) echo "<= 4.0" ;;
-    leaktrack | verifyptr) echo "<= 1.5" ;;
-    freetrack) echo "<= 3.0" ;;
+    base_*) cfg_target "${1#base_}" "$2" ;;
+    shim) pick "$2" 1.02 1.02 1.05 ;;
+    guard | fill) pick "$2" 1.5 1.5 2.0 ;;
+    backtrace | freetrack) pick "$2" 2.5 3.0 3.5 ;;
+    leaktrack | verifyptr) pick "$2" 1.3 1.4 1.6 ;;
     *) echo "-" ;;
     esac
+}
+
+# pick THREADS ONE TWO MORE: "<= ONE" for 1 thread, "<= TWO" for 2, "<= MORE" above.
+pick() {
+    case $1 in
+    1) echo "<= $2" ;;
+    2) echo "<= $3" ;;
+    *) echo "<= $4" ;;
+    esac
+}
+
+# ops_for THREADS: calls per thread at that thread count (above 2 threads the 2-thread total is
+# shared out, so that 4 and 8 threads measure contention, not more work).
+ops_for() {
+    if [ "$1" -gt 2 ]; then echo $((ops * 2 / $1)); else echo "$ops"; fi
+}
+
+# skip_peer CFG THREADS: true when CFG (a tool other than glibc and the shim) is not measured
+# at that thread count.
+skip_peer() {
+    case $1 in
+    asan | lsan | valgrind | massif | heaptrack) ;;
+    *) return 1 ;;
+    esac
+    case " $peer_threads " in *" $2 "*) return 1 ;; esac
+    return 0
 }
 
 # key=value field of the malloc_bench result line in file $2
@@ -154,6 +211,8 @@ run_one() {
     asan) set -- "$@" ASAN_OPTIONS=detect_leaks=0; prog=$bench_asan ;;
     lsan) set -- "$@" LSAN_OPTIONS=detect_leaks=1; prog=$bench_lsan ;;
     shim) set -- "$@" LD_PRELOAD="$shim" ;;
+    base_shim) set -- "$@" LD_PRELOAD="$base_shim" ;;
+    base_*) set -- "$@" LD_PRELOAD="$base_shim" LIBC_DEBUG_MALLOC_OPTIONS="$(cfg_options "$cfg")" ;;
     *) set -- "$@" LD_PRELOAD="$shim" LIBC_DEBUG_MALLOC_OPTIONS="$(cfg_options "$cfg")" ;;
     esac
     if [ "$cfg" = valgrind ]; then
@@ -255,7 +314,8 @@ paired_ratio() {
 
 # ---- the runs ---------------------------------------------------------------------------
 start_time=$(date +%s)
-echo "bench/run.sh: $runs round(s) of [$configs] x threads [$threads_list], $ops ops per thread" >&2
+echo "bench/run.sh: $runs round(s) of [$configs] x threads [$threads_list], $ops ops per thread" \
+    "(above 2 threads: 2 x $ops shared out); $cpus CPU(s): more threads than CPUs measure contention" >&2
 
 # One short untimed run first, so the first measured run does not pay for cold caches.
 "$bench" --ops 100000 >/dev/null 2>&1
@@ -270,7 +330,7 @@ while [ "$r" -le "$runs" ]; do
     for t in $threads_list; do
         # Each round starts with a different configuration, so none is always first.
         for cfg in $(rotate "$configs" $((r - 1))); do
-            run_one "$cfg" "$t" "$ops" "$r"
+            skip_peer "$cfg" "$t" || run_one "$cfg" "$t" "$(ops_for "$t")" "$r"
         done
     done
     echo "bench/run.sh: round $r/$runs done ($(($(date +%s) - start_time)) s)" >&2
@@ -281,6 +341,7 @@ vg_ops=$((ops / vg_div))
 [ "$vg_ops" -ge 1 ] || vg_ops=1
 if [ -n "$valgrind_bin" ]; then
     for t in $threads_list; do
+        skip_peer valgrind "$t" && continue
         run_one valgrind "$t" "$vg_ops" 1
         run_one massif "$t" "$vg_ops" 1
     done
@@ -297,6 +358,7 @@ ht_ops=$((ops / ht_div))
 [ "$ht_ops" -ge 1 ] || ht_ops=1
 if [ -n "$heaptrack_bin" ]; then
     for t in $threads_list; do
+        skip_peer heaptrack "$t" && continue
         run_one heaptrack "$t" "$ht_ops" 1
     done
     echo "bench/run.sh: heaptrack done ($(($(date +%s) - start_time)) s)" >&2
@@ -324,9 +386,10 @@ for t in $threads_list; do
     base_secs=$(median 1 "$tmp/res.glibc.$t")
     base_rss=$(median 2 "$tmp/res.glibc.$t")
     for cfg in $row_configs; do
+        skip_peer "$cfg" "$t" && continue
         res=$tmp/res.$cfg.$t
         label=$(cfg_label "$cfg")
-        target=$(cfg_target "$cfg")
+        target=$(cfg_target "$cfg" "$t")
         peer_ops=
         case $cfg in
         valgrind | massif) peer_ops=$vg_ops ;;
@@ -396,6 +459,8 @@ results=$build/bench/results.md
     echo "- machine: $(nproc 2>/dev/null || echo '?') CPU(s), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)," \
         "$(getconf GNU_LIBC_VERSION 2>/dev/null), Linux $(uname -r)"
     echo "- workload: malloc_bench --ops $ops (calls per thread), $runs runs per row, median, runs interleaved"
+    echo "- threads: $threads_list (Valgrind, heaptrack and the sanitizer builds: $peer_threads); above 2 threads each thread makes 2 x $ops / threads calls (the work of a 2-thread run). This machine has $cpus CPU(s): thread counts above that measure contention (threads preempted while holding a lock, cache lines moving between cores), not parallel speed"
+    echo "- targets: issue 17's, for 1 thread / 2 threads / 4 and 8 threads"
     echo "- valgrind (memcheck, massif): one run each of --ops $vg_ops per thread count, its time multiplied by $ops/$vg_ops"
     echo "- AddressSanitizer / LeakSanitizer: malloc_bench built by clang with -fsanitize=address / leak (their own allocators), ASAN_OPTIONS=detect_leaks=0 / LSAN_OPTIONS=detect_leaks=1, against plain glibc malloc_bench (built by the project's compiler)"
     echo "- RSS ratio: median peak RSS / glibc's median peak RSS at the same thread count; output KiB: massif's output file, heaptrack's compressed data file"

@@ -6,7 +6,8 @@ Reads the figures bench/run.sh and bench/profile.sh wrote next to their markdown
 label, time_ratio, rss_ratio, output_kib[, size]) and writes
 
   BUILD_DIR/bench/summary.md   two tables, rows = tools and configurations, columns =
-                               workloads (malloc_bench 1 and 2 threads, python, sqlite, lua),
+                               workloads (malloc_bench 1, 2, 4 and 8 threads, python, sqlite,
+                               lua),
                                cells = time ratio, then peak RSS ratio, to the baseline; and
                                the leak check against LeakSanitizer (BUILD_DIR/bench/leaks.tsv,
                                from bench/leaks.sh), one row per heap
@@ -30,6 +31,8 @@ import sys
 WORKLOADS = [
     ("mb1", "malloc_bench, 1 thread"),
     ("mb2", "malloc_bench, 2 threads"),
+    ("mb4", "malloc_bench, 4 threads"),
+    ("mb8", "malloc_bench, 8 threads"),
     ("python", "python"),
     ("sqlite", "sqlite"),
     ("lua", "lua"),
@@ -308,7 +311,9 @@ def main(argv):
         "(BUILD/bench/profile_results.md, with its own --ops); python, sqlite and lua from "
         "`bench/profile.sh`. The AddressSanitizer and LeakSanitizer builds (clang) replace "
         "malloc: their ratio is to glibc malloc_bench. Peak RSS of Valgrind and heaptrack "
-        "includes the tool itself.",
+        "includes the tool itself. With %d CPU(s), malloc_bench at 4 and 8 threads (each thread "
+        "making 2/threads of the calls of a 2-thread run) measures contention; Valgrind, "
+        "heaptrack and the sanitizer builds run at 1 and 2 threads only." % (os.cpu_count() or 1),
         "- The chart: [benchmarks.svg](benchmarks.svg).",
     ]
     leaks = leaks_table(os.path.join(bdir, "leaks.tsv"), notes)

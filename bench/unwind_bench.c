@@ -14,9 +14,16 @@
  * unwind (median and p90 per sample) and the throughput of a tight loop (samples/s). It also
  * prints the cost of a first unwind with an empty rule table and the table's memory.
  *
+ * Then, in-process: malloc debug's capture (hs_backtrace_capture, libunwind's unw_backtrace
+ * with its per-thread cache) from a call chain 8, 32 and 128 frames deep, keeping at most
+ * 16 frames (backtrace's default: 22 with the shim's own frames, which are unwound and
+ * dropped) or 256 (backtrace=256). Only the frames kept are unwound, so past that count
+ * the cost does not grow with the depth of the stack.
+ *
  * Usage: unwind_bench [seconds per measurement, default 0.5]
  */
 #define _GNU_SOURCE
+#include "backtrace.h"
 #include "stack_copy.h"
 #include "unwinder.h"
 #include "unwinder_fixture.h"
@@ -238,6 +245,60 @@ static struct result measure(int a, struct sample **samples, size_t nsamples, do
     return r;
 }
 
+/* ---- In-process capture (malloc debug's) --------------------------------------------------- */
+
+struct local_capture {
+    size_t max_frames;
+    double seconds;
+    double median_us;
+    size_t frames;
+};
+
+static __attribute__((noinline)) void local_measure(struct local_capture *c)
+{
+    uintptr_t frames[HS_BACKTRACE_MAX_FRAMES];
+    size_t cap = 1 << 16, n = 0;
+    double *t = malloc(cap * sizeof *t);
+    double start = now_ns();
+    while (n < cap && now_ns() - start < c->seconds * 1e9) {
+        double t0 = now_ns();
+        c->frames = hs_backtrace_capture(frames, c->max_frames, 0);
+        t[n++] = now_ns() - t0;
+    }
+    qsort(t, n, sizeof *t, cmp_double);
+    c->median_us = t[n / 2] / 1e3;
+    free(t);
+}
+
+/* Calls local_measure `depth` frames down (each level a real frame: no tail call). */
+static __attribute__((noinline)) void local_at_depth(int depth, struct local_capture *c)
+{
+    if (depth <= 1)
+        local_measure(c);
+    else
+        local_at_depth(depth - 1, c);
+    __asm__ volatile("" ::: "memory");
+}
+
+static void local_report(double seconds)
+{
+    static const int depths[] = {8, 32, 128};
+    static const size_t maxes[] = {16 + 6, HS_BACKTRACE_MAX_FRAMES};
+    printf("in-process capture (hs_backtrace_capture, malloc debug's), median us per capture:\n");
+    printf("%-8s  %-28s  %-28s\n", "depth", "at most 22 frames (backtrace)", "at most 256 frames");
+    for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
+        printf("%-8d", depths[d]);
+        for (size_t m = 0; m < 2; m++) {
+            struct local_capture c = {maxes[m], seconds / 2, 0, 0};
+            local_at_depth(depths[d], &c);
+            char cell[64];
+            snprintf(cell, sizeof cell, "%.2f us (%zu frames)", c.median_us, c.frames);
+            printf("  %-28s", cell);
+        }
+        printf("\n");
+    }
+}
+
 static char *read_text(const char *path, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -381,6 +442,8 @@ int main(int argc, char **argv)
            "libdwfl steps, %u frame-pointer steps in the %d distinct samples\n",
            st.cache_entries, st.cache_bytes, st.cache_bytes / 32, slow_steps, fp_steps,
            NDEPTHS * VARIANTS);
+
+    local_report(seconds);
 
     unw_destroy_addr_space(g_as);
     _UPT_destroy(g_lu.upt);

@@ -6,6 +6,19 @@
  * never rises again, lookups skip such a dead record, and the thread that dropped the last
  * reference unlinks it under its stripe's lock and frees it.
  * A stripe's buckets grow by doubling when it holds more than 1 record per bucket.
+ *
+ * Per-thread reference cache (on in the shim, hs_md_bt_cache_enable): threads allocating
+ * from the same call sites would otherwise all write the same lines on every call, the
+ * stripe's lock and the record's count. Each thread keeps the records it used lately in a
+ * small direct-mapped cache (by the stack's hash) with a stock of references taken in one
+ * atomic add: an acquire that hits takes one from the stock, a release of a record that is
+ * in the releasing thread's cache (whichever thread acquired it) puts one back; neither
+ * writes a shared line. A record's count is thus the references that allocations hold plus
+ * the stocks; a stock always keeps one reference of its own, so a cached record is never
+ * freed. A record leaving a cache (replaced, or its thread exiting) gives its stock back.
+ * In a forked child the other threads' stocks stay counted: their records are kept (never a
+ * wrong report: the pointer table, not the count, says what is live). A signal handler
+ * that interrupts a cache operation of its own thread bypasses the cache.
  */
 #include "backtrace_table.h"
 
@@ -14,6 +27,7 @@
 #include "hash.h"
 #include "spinlock.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #define STRIPES 16
@@ -77,11 +91,9 @@ static bool ref_if_alive(struct hs_md_bt *r)
     return false;
 }
 
-struct hs_md_bt *hs_md_bt_acquire(const uintptr_t *frames, size_t num_frames)
+/* The table's acquire (see hs_md_bt_acquire); h is the frames' hash. */
+static struct hs_md_bt *table_acquire(const uintptr_t *frames, size_t num_frames, uint64_t h)
 {
-    if (num_frames == 0)
-        return NULL;
-    uint64_t h = hs_hash_frames(frames, num_frames);
     struct stripe *g = stripe_of(h);
     hs_spin_lock(&g->lock);
     if (g->count >= g->num_buckets)
@@ -117,11 +129,9 @@ void hs_md_bt_ref(struct hs_md_bt *bt)
         __atomic_add_fetch(&bt->refs, 1, __ATOMIC_RELAXED);
 }
 
-void hs_md_bt_release(struct hs_md_bt *bt)
+/* Unlinks and frees a record whose count reached 0 (dead for good: no lookup revives it). */
+static void free_record(struct hs_md_bt *bt)
 {
-    if (!bt || __atomic_sub_fetch(&bt->refs, 1, __ATOMIC_ACQ_REL) > 0)
-        return;
-    /* Dead for good: no lookup revives a record at 0. Unlink it and free it. */
     struct stripe *g = stripe_of(bt->hash);
     hs_spin_lock(&g->lock);
     struct hs_md_bt **p = &g->buckets[bt->hash & (g->num_buckets - 1)];
@@ -131,6 +141,149 @@ void hs_md_bt_release(struct hs_md_bt *bt)
     g->count--;
     hs_spin_unlock(&g->lock);
     hs_arena_free(&hs_md_arena, bt, record_bytes(bt->num_frames));
+}
+
+/* Drops n references at once. */
+static void drop_refs(struct hs_md_bt *bt, size_t n)
+{
+    if (__atomic_sub_fetch(&bt->refs, n, __ATOMIC_ACQ_REL) == 0)
+        free_record(bt);
+}
+
+/* ---- Per-thread reference cache (see the top of this file) ---- */
+
+#define CACHE_SLOTS 64 /* records a thread keeps: call sites it allocates from lately */
+#define REF_BATCH 32   /* references a stock takes or gives back in one atomic operation */
+
+struct cached {
+    struct hs_md_bt *bt; /* NULL: empty */
+    size_t stock;        /* references this cache holds, its own one included (>= 1) */
+};
+
+struct bt_cache {
+    struct cached slot[CACHE_SLOTS];
+};
+
+static bool g_cache_on;
+static pthread_key_t g_cache_key;
+static __thread struct bt_cache *t_cache __attribute__((tls_model("initial-exec")));
+/* Set while this thread is in a cache operation (a signal handler then bypasses it). */
+static __thread int t_cache_busy __attribute__((tls_model("initial-exec")));
+
+/* Gives a slot's stock back and empties it. */
+static void evict(struct cached *e)
+{
+    if (e->bt)
+        drop_refs(e->bt, e->stock);
+    e->bt = NULL;
+    e->stock = 0;
+}
+
+/* Thread exit (the key's destructor): every stock goes back, the cache to the arena. */
+static void cache_exit(void *arg)
+{
+    struct bt_cache *c = arg;
+    t_cache_busy++;
+    t_cache = NULL;
+    for (size_t i = 0; i < CACHE_SLOTS; i++)
+        evict(&c->slot[i]);
+    hs_arena_free(&hs_md_arena, c, sizeof(*c));
+    t_cache_busy--;
+}
+
+void hs_md_bt_cache_enable(void)
+{
+    /* Created at start-up, while key indices are low: setting the value does not allocate. */
+    if (pthread_key_create(&g_cache_key, cache_exit) == 0)
+        __atomic_store_n(&g_cache_on, true, __ATOMIC_RELEASE);
+}
+
+void hs_md_bt_cache_flush(void)
+{
+    struct bt_cache *c = t_cache;
+    if (!c || t_cache_busy)
+        return;
+    t_cache_busy++;
+    for (size_t i = 0; i < CACHE_SLOTS; i++)
+        evict(&c->slot[i]);
+    t_cache_busy--;
+}
+
+/* The calling thread's cache, made on first use; NULL when off, busy or out of memory. */
+static struct bt_cache *cache_enter(void)
+{
+    if (!__atomic_load_n(&g_cache_on, __ATOMIC_ACQUIRE) || t_cache_busy)
+        return NULL;
+    struct bt_cache *c = t_cache;
+    if (__builtin_expect(!c, 0)) {
+        c = hs_arena_calloc(&hs_md_arena, sizeof(*c));
+        if (!c)
+            return NULL;
+        t_cache = c;
+        hs_md_in_shim++; /* should setspecific allocate, it goes straight to glibc */
+        pthread_setspecific(g_cache_key, c);
+        hs_md_in_shim--;
+    }
+    t_cache_busy++;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return c;
+}
+
+static void cache_leave(void)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t_cache_busy--;
+}
+
+struct hs_md_bt *hs_md_bt_acquire(const uintptr_t *frames, size_t num_frames)
+{
+    if (num_frames == 0)
+        return NULL;
+    uint64_t h = hs_hash_frames(frames, num_frames);
+    struct bt_cache *c = cache_enter();
+    if (!c)
+        return table_acquire(frames, num_frames, h);
+    struct cached *e = &c->slot[h & (CACHE_SLOTS - 1)];
+    struct hs_md_bt *r;
+    if (e->bt && same_frames(e->bt, h, frames, num_frames)) {
+        r = e->bt;
+        if (e->stock == 1) { /* only the cache's own reference left: take a batch */
+            __atomic_add_fetch(&r->refs, REF_BATCH, __ATOMIC_RELAXED);
+            e->stock += REF_BATCH;
+        }
+        e->stock--;
+    } else {
+        r = table_acquire(frames, num_frames, h);
+        if (r) {
+            evict(e);
+            hs_md_bt_ref(r); /* the cache's own reference */
+            e->bt = r;
+            e->stock = 1;
+        }
+    }
+    cache_leave();
+    return r;
+}
+
+void hs_md_bt_release(struct hs_md_bt *bt)
+{
+    if (!bt)
+        return;
+    struct bt_cache *c = cache_enter();
+    if (c) {
+        struct cached *e = &c->slot[bt->hash & (CACHE_SLOTS - 1)];
+        if (e->bt == bt) {
+            /* The stock cannot reach 0 from here: the cache's own reference stays. */
+            if (++e->stock > 2 * REF_BATCH) {
+                __atomic_sub_fetch(&bt->refs, REF_BATCH, __ATOMIC_RELAXED);
+                e->stock -= REF_BATCH;
+            }
+            cache_leave();
+            return;
+        }
+        cache_leave();
+    }
+    drop_refs(bt, 1);
 }
 
 size_t hs_md_bt_count(void)

@@ -59,6 +59,8 @@ void *hs_md_self_malloc(size_t size);
 /* Takes / releases every lock of the shim (fork handlers, malloc_disable). */
 void hs_md_lock_everything(void);
 void hs_md_unlock_everything(void);
+/* The fork child's: per-thread state of the threads that are gone is let go as well. */
+void hs_md_unlock_everything_in_child(void);
 
 static inline int hs_md_mode_now(void)
 {

@@ -1,10 +1,23 @@
-/* free_queue.c: free_track's rings of freed blocks (see free_queue.h).
+/* free_queue.c: free_track's per-thread rings of freed blocks (see free_queue.h).
  *
- * Up to 8 rings, each with its own lock, chosen by the block's address, so threads freeing
- * at the same time rarely meet; a block is always found in the ring its address picks. A
- * small free_track (under 32 blocks) keeps one ring and so an exact first-in, first-out
- * order; a larger one splits its N blocks evenly, and the order is first-in, first-out per
- * ring. */
+ * Each thread that frees gets a ring of its own (attached on its first free), so a free
+ * writes only cache lines of its own thread: the ring's lock (uncontended but for error
+ * paths, exit and fork), its slots, and the blocks it evicts, which that thread freed and
+ * glibc takes back into the arena they came from, without the cross-arena lock traffic of a
+ * block that another thread freed. The budget N (free_track=N) is shared out: a ring keeps
+ * at most max(1, N / rings in use) blocks, so the process keeps about the last N freed
+ * blocks, each ring in first-in, first-out order (exactly N, in order, with one thread).
+ * A thread that exits leaves its ring, blocks and all, to the next thread that attaches
+ * one; until then those blocks stay queued, are found by double-free lookups and are
+ * checked at exit.
+ *
+ * Lookups (a double free, a realloc after free) come from any thread: they walk every ring
+ * under each ring's lock. The rings are on a list that only grows; a ring is never freed.
+ *
+ * Locks: g_registry.lock (the list, the owned flags, the number in use), then each ring's
+ * lock in list order; a free takes only its own ring's. The fork handlers take them all;
+ * in the child, only the forking thread's ring stays attached.
+ */
 #include "free_queue.h"
 
 #include "backtrace.h"
@@ -18,6 +31,7 @@
 #include "report.h"
 #include "spinlock.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,8 +42,11 @@ struct freed {
     struct hs_md_bt *bt;
 };
 
-#define MAX_RINGS 8
-#define MIN_PER_RING 16
+/* Slots of a ring's first array; it doubles (up to the budget) as its quota needs. */
+#define FIRST_CAPACITY 16
+/* Most blocks one free evicts: a ring over its quota (more threads now share the budget)
+ * shrinks by one block per free beyond the one it replaces, so no free pays for many. */
+#define MAX_EVICT 2
 
 struct ring {
     hs_spinlock lock;
@@ -37,30 +54,117 @@ struct ring {
     size_t capacity;
     size_t head; /* oldest */
     size_t count;
+    bool owned;        /* a live thread frees into it; guarded by g_registry.lock */
+    struct ring *next; /* the registry's list; set before the ring is published */
 } __attribute__((aligned(64)));
 
-static struct ring g_rings[MAX_RINGS];
-static size_t g_num_rings;
+static struct {
+    hs_spinlock lock;
+    struct ring *rings; /* every ring ever made, newest first (read with acquire) */
+    size_t owned;       /* rings attached to a thread (read relaxed on every free) */
+    size_t budget;      /* free_track's N */
+    bool key_ok;        /* exit_key was created */
+    pthread_key_t exit_key;
+} g_registry;
 
-bool hs_md_free_queue_init(size_t capacity)
+static __thread struct ring *t_ring __attribute__((tls_model("initial-exec")));
+
+/* Thread exit (the key's destructor): the ring goes back to the registry with its blocks. */
+static void detach(void *arg)
 {
-    size_t n = capacity / MIN_PER_RING;
-    n = n < 1 ? 1 : n > MAX_RINGS ? MAX_RINGS : n;
-    for (size_t i = 0; i < n; i++) {
-        size_t c = capacity / n + (i < capacity % n);
-        g_rings[i].slots = hs_arena_calloc(&hs_md_arena, c * sizeof(struct freed));
-        if (!g_rings[i].slots)
-            return false;
-        g_rings[i].capacity = c;
+    struct ring *q = arg;
+    hs_spin_lock(&g_registry.lock);
+    if (q->owned) {
+        q->owned = false;
+        __atomic_store_n(&g_registry.owned, g_registry.owned - 1, __ATOMIC_RELAXED);
     }
-    g_num_rings = n;
+    hs_spin_unlock(&g_registry.lock);
+    t_ring = NULL;
+}
+
+void hs_md_free_queue_init(size_t capacity)
+{
+    g_registry.budget = capacity ? capacity : 1;
+    /* The key's value is set without allocating while its index is low (< 32): created
+     * here, at start-up, it is. Without a key, rings of exited threads are not reused. */
+    g_registry.key_ok = pthread_key_create(&g_registry.exit_key, detach) == 0;
+}
+
+/* Gives the calling thread a ring: one that an exited thread left, else a new one. NULL
+ * when memory is short. */
+static struct ring *attach(void)
+{
+    hs_spin_lock(&g_registry.lock);
+    struct ring *q = g_registry.rings;
+    while (q && q->owned)
+        q = q->next;
+    if (!q) {
+        q = hs_arena_calloc(&hs_md_arena, sizeof(*q));
+        if (q) {
+            q->next = g_registry.rings;
+            __atomic_store_n(&g_registry.rings, q, __ATOMIC_RELEASE);
+        }
+    }
+    if (q) {
+        q->owned = true;
+        __atomic_store_n(&g_registry.owned, g_registry.owned + 1, __ATOMIC_RELAXED);
+    }
+    hs_spin_unlock(&g_registry.lock);
+    if (!q) {
+        static int warned;
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            hs_log("%s: not enough memory for free_track", hs_log_program_name());
+        return NULL;
+    }
+    t_ring = q;
+    /* For the exit notification only. Should setspecific allocate (a high key index), the
+     * allocation goes straight to glibc. */
+    if (g_registry.key_ok) {
+        hs_md_in_shim++;
+        pthread_setspecific(g_registry.exit_key, q);
+        hs_md_in_shim--;
+    }
+    return q;
+}
+
+/* Blocks a ring may keep now: its share of the budget. */
+static size_t quota(void)
+{
+    size_t owned = __atomic_load_n(&g_registry.owned, __ATOMIC_RELAXED);
+    size_t share = g_registry.budget / (owned ? owned : 1);
+    return share ? share : 1;
+}
+
+/* Makes room for one more block if the ring may hold it; ring lock held. Returns false
+ * when the array is full and cannot grow (its quota is reached or memory is short). */
+static bool grow(struct ring *q, size_t limit)
+{
+    if (q->count < q->capacity)
+        return true;
+    if (q->capacity >= limit)
+        return false;
+    size_t capacity = q->capacity ? q->capacity * 2 : FIRST_CAPACITY;
+    if (capacity > g_registry.budget)
+        capacity = g_registry.budget;
+    struct freed *slots = hs_arena_calloc(&hs_md_arena, capacity * sizeof(*slots));
+    if (!slots)
+        return false;
+    for (size_t i = 0; i < q->count; i++)
+        slots[i] = q->slots[(q->head + i) % q->capacity];
+    hs_arena_free(&hs_md_arena, q->slots, q->capacity * sizeof(*slots));
+    q->slots = slots;
+    q->capacity = capacity;
+    q->head = 0;
     return true;
 }
 
-static struct ring *ring_of(const void *ptr)
+static struct freed pop_oldest(struct ring *q)
 {
-    uint64_t h = (uint64_t)(uintptr_t)ptr * 0x9e3779b97f4a7c15ull;
-    return &g_rings[g_num_rings > 1 ? (h >> 32) % g_num_rings : 0];
+    hs_assert(q->count > 0 && q->count <= q->capacity && q->head < q->capacity);
+    struct freed f = q->slots[q->head];
+    q->head = (q->head + 1) % q->capacity;
+    q->count--;
+    return f;
 }
 
 static size_t checked_bytes(const struct freed *f)
@@ -100,57 +204,70 @@ static void verify(const struct freed *f)
     hs_md_report_end();
 }
 
+/* Checks a block leaving the queue and gives it back. */
+static void retire(const struct freed *f)
+{
+    verify(f);
+    hs_md_backing_free(f->orig, f->bt);
+    hs_md_bt_release(f->bt);
+}
+
 void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt *free_bt)
 {
-    struct freed evicted = {0};
-    bool evict = false;
-    struct ring *q = ring_of(ptr);
-    hs_spin_lock(&q->lock);
-    if (q->capacity == 0) {
-        hs_spin_unlock(&q->lock);
+    struct ring *q = t_ring;
+    if (__builtin_expect(!q, 0))
+        q = attach();
+    if (!q) {
         hs_md_backing_free(orig, free_bt);
         hs_md_bt_release(free_bt);
         return;
     }
-    hs_assert(q->count <= q->capacity && q->head < q->capacity);
-    if (q->count == q->capacity) {
-        evicted = q->slots[q->head];
-        q->head = (q->head + 1) % q->capacity;
-        q->count--;
-        evict = true;
+    struct freed evicted[MAX_EVICT + 1];
+    size_t n_evicted = 0;
+    size_t limit = quota();
+    hs_spin_lock(&q->lock);
+    /* Over the quota (more threads share the budget now): shrink a little each time. */
+    while (q->count >= limit && n_evicted < MAX_EVICT)
+        evicted[n_evicted++] = pop_oldest(q);
+    if (!grow(q, limit)) {
+        if (q->count == 0) { /* no memory for even one slot: the block goes back now */
+            hs_spin_unlock(&q->lock);
+            hs_md_backing_free(orig, free_bt);
+            hs_md_bt_release(free_bt);
+            return;
+        }
+        evicted[n_evicted++] = pop_oldest(q); /* full: the oldest makes room */
     }
+    hs_assert(q->count < q->capacity && q->head < q->capacity);
     q->slots[(q->head + q->count) % q->capacity] = (struct freed){ptr, orig, usable, free_bt};
     q->count++;
     hs_spin_unlock(&q->lock);
 
-    if (evict) {
-        verify(&evicted);
-        hs_md_backing_free(evicted.orig, evicted.bt);
-        hs_md_bt_release(evicted.bt);
-    }
+    for (size_t i = 0; i < n_evicted; i++)
+        retire(&evicted[i]);
 }
 
 bool hs_md_free_queue_find(const void *ptr, struct hs_md_bt **free_bt)
 {
-    bool found = false;
-    struct ring *q = ring_of(ptr);
-    hs_spin_lock(&q->lock);
-    for (size_t i = 0; i < q->count && !found; i++) {
-        const struct freed *f = &q->slots[(q->head + i) % q->capacity];
-        if (f->ptr == ptr) {
-            found = true;
-            *free_bt = f->bt;
-            hs_md_bt_ref(f->bt);
+    for (struct ring *q = __atomic_load_n(&g_registry.rings, __ATOMIC_ACQUIRE); q; q = q->next) {
+        hs_spin_lock(&q->lock);
+        for (size_t i = 0; i < q->count; i++) {
+            const struct freed *f = &q->slots[(q->head + i) % q->capacity];
+            if (f->ptr == ptr) {
+                *free_bt = f->bt;
+                hs_md_bt_ref(f->bt);
+                hs_spin_unlock(&q->lock);
+                return true;
+            }
         }
+        hs_spin_unlock(&q->lock);
     }
-    hs_spin_unlock(&q->lock);
-    return found;
+    return false;
 }
 
 void hs_md_free_queue_verify_all(void)
 {
-    for (size_t r = 0; r < g_num_rings; r++) {
-        struct ring *q = &g_rings[r];
+    for (struct ring *q = __atomic_load_n(&g_registry.rings, __ATOMIC_ACQUIRE); q; q = q->next) {
         hs_spin_lock(&q->lock);
         for (size_t i = 0; i < q->count; i++)
             verify(&q->slots[(q->head + i) % q->capacity]);
@@ -158,14 +275,39 @@ void hs_md_free_queue_verify_all(void)
     }
 }
 
+size_t hs_md_free_queue_count(void)
+{
+    size_t n = 0;
+    for (struct ring *q = __atomic_load_n(&g_registry.rings, __ATOMIC_ACQUIRE); q; q = q->next) {
+        hs_spin_lock(&q->lock);
+        n += q->count;
+        hs_spin_unlock(&q->lock);
+    }
+    return n;
+}
+
 void hs_md_free_queue_lock(void)
 {
-    for (int r = 0; r < MAX_RINGS; r++)
-        hs_spin_lock(&g_rings[r].lock);
+    hs_spin_lock(&g_registry.lock);
+    for (struct ring *q = g_registry.rings; q; q = q->next)
+        hs_spin_lock(&q->lock);
 }
 
 void hs_md_free_queue_unlock(void)
 {
-    for (int r = MAX_RINGS - 1; r >= 0; r--)
-        hs_spin_unlock(&g_rings[r].lock);
+    for (struct ring *q = g_registry.rings; q; q = q->next)
+        hs_spin_unlock(&q->lock);
+    hs_spin_unlock(&g_registry.lock);
+}
+
+void hs_md_free_queue_unlock_in_child(void)
+{
+    /* The other threads are gone: their rings (and blocks) wait for the child's threads. */
+    size_t owned = 0;
+    for (struct ring *q = g_registry.rings; q; q = q->next) {
+        q->owned = q == t_ring;
+        owned += q->owned;
+    }
+    g_registry.owned = owned;
+    hs_md_free_queue_unlock();
 }

@@ -4,8 +4,11 @@
  * address is not reused while it waits. When the queue is full, the oldest block is checked
  * (the fill must be intact: anything else is a write after free) and then really freed.
  * The whole queue is checked at exit. Double frees and realloc after free find the block
- * here and report its free backtrace. Thread-safe (one spinlock, never held while checking
- * or freeing).
+ * here and report its free backtrace, whichever thread freed it.
+ *
+ * The queue is one ring per freeing thread (free_queue.c), sharing free_track's N blocks
+ * between them: about the last N freed blocks of the process are kept. Thread-safe; a free
+ * takes only its own thread's ring lock, never held while checking or freeing.
  */
 #ifndef HEAPSCOPE_MALLOC_DEBUG_FREE_QUEUE_H
 #define HEAPSCOPE_MALLOC_DEBUG_FREE_QUEUE_H
@@ -15,21 +18,30 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Sets the queue up for `capacity` blocks. Returns false when memory is short. */
-bool hs_md_free_queue_init(size_t capacity);
+/* Sets the queue up for `capacity` blocks in all (called once, at start-up). */
+void hs_md_free_queue_init(size_t capacity);
 
 /* Queues a freed block: ptr is the program's pointer, orig what glibc must get back, usable
- * the bytes that were filled, free_bt the free backtrace (the queue takes the reference). */
+ * the bytes that were filled, free_bt the free backtrace (the queue takes the reference).
+ * The block goes into the calling thread's ring; blocks that leave it are checked and
+ * freed by this call. */
 void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt *free_bt);
 
-/* True when ptr is waiting in the queue; *free_bt then gets a new reference to its free
- * backtrace (or NULL). */
+/* True when ptr is waiting in any thread's ring; *free_bt then gets a new reference to its
+ * free backtrace (or NULL). */
 bool hs_md_free_queue_find(const void *ptr, struct hs_md_bt **free_bt);
 
 /* Checks every queued block (at exit). Blocks stay queued. */
 void hs_md_free_queue_verify_all(void);
 
+/* Blocks queued now, in all rings (statistics and tests). */
+size_t hs_md_free_queue_count(void);
+
+/* Take / release every ring's lock (fork handlers, malloc_disable). In a forked child,
+ * hs_md_free_queue_unlock_in_child releases them and leaves only the calling thread's ring
+ * attached: the other threads are gone, and their rings go to the child's new threads. */
 void hs_md_free_queue_lock(void);
 void hs_md_free_queue_unlock(void);
+void hs_md_free_queue_unlock_in_child(void);
 
 #endif

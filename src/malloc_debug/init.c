@@ -7,6 +7,7 @@
  * and publishes the mode. Any problem leaves the shim a pass-through.
  */
 #define _GNU_SOURCE
+#include "backtrace_table.h"
 #include "debug_state.h"
 #include "suppress.h"
 #include "embedding.h"
@@ -163,8 +164,9 @@ static int configure(void)
     hs_md.header = (cfg->options & HS_OPT_HEADER_OPTIONS) != 0;
     hs_md.track = (cfg->options & HS_OPT_TRACK_OPTIONS) != 0;
     hs_md.backtrace_on = cfg->backtrace_enabled;
-    if ((cfg->options & HS_OPT_FREE_TRACK) && !hs_md_free_queue_init(cfg->free_track_allocations))
-        hs_log("%s: not enough memory for free_track", hs_log_program_name());
+    if (cfg->options & HS_OPT_FREE_TRACK)
+        hs_md_free_queue_init(cfg->free_track_allocations);
+    hs_md_bt_cache_enable();
     hs_md.extra_bytes = (cfg->options & HS_OPT_EXPAND_ALLOC) ? cfg->expand_alloc_bytes : 0;
     if (hs_md.header)
         hs_md.extra_bytes += hs_md_user_offset() + cfg->rear_guard_bytes;
@@ -192,7 +194,8 @@ static int configure(void)
      * place in its table finish, and may capture a stack meanwhile), then the capture gate's
      * (captures in flight finish, so the unwinder's locks are free; a capture needs none of
      * the shim's locks), then the shim's own locks. */
-    pthread_atfork(hs_md_lock_everything, hs_md_unlock_everything, hs_md_unlock_everything);
+    pthread_atfork(hs_md_lock_everything, hs_md_unlock_everything,
+                   hs_md_unlock_everything_in_child);
     pthread_atfork(hs_capture_gate_fork_prepare, hs_capture_gate_fork_parent,
                    hs_capture_gate_fork_child);
     if (cfg->options & HS_OPT_RECORD_ALLOCS) {

@@ -45,13 +45,24 @@ void hs_md_lock_everything(void)
     hs_md_guarded_lock();
 }
 
-void hs_md_unlock_everything(void)
+static void unlock_all_but_free_queue(void)
 {
     hs_md_guarded_unlock();
     hs_arena_unlock_all(&hs_md_arena);
     hs_md_bt_unlock();
     hs_md_ptr_unlock_all();
+}
+
+void hs_md_unlock_everything(void)
+{
+    unlock_all_but_free_queue();
     hs_md_free_queue_unlock();
+}
+
+void hs_md_unlock_everything_in_child(void)
+{
+    unlock_all_but_free_queue();
+    hs_md_free_queue_unlock_in_child();
 }
 
 HS_EXPORT void malloc_disable(void)

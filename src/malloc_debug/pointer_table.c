@@ -1,6 +1,13 @@
 /* pointer_table.c: sharded live-allocation table (see pointer_table.h).
  *
- * 64 shards chosen by a hash of the pointer; each is an open-addressing table with linear
+ * 64 shards chosen by a hash of the pointer's 64 MiB region. glibc gives every arena heaps
+ * of its own, 64 MiB each and 64 MiB-aligned (HEAP_MAX_SIZE), and a thread allocates from
+ * the arena it is attached to: so the blocks of one thread fall in shards that other
+ * threads rarely touch, and an add or remove writes only cache lines (the shard's lock, its
+ * slots) that stay in its own core's cache. A block freed by another thread is found all the
+ * same: the shard depends on the address alone. (Hashing the whole pointer instead spread
+ * every thread over every shard: each call then wrote lines last written by another core.)
+ * Each shard is an open-addressing table with linear
  * probing and backward-shift deletion (no tombstones), kept at most 50% full. An empty slot
  * has key 0; keys are ~pointer, which is never 0 for a real pointer.
  * Cost of an add or remove: one spinlock round trip and, at 50% load, about 1.5 probes.
@@ -39,9 +46,11 @@ static inline uint64_t mix(uintptr_t p)
     return h ^ (h >> 29);
 }
 
-static inline struct shard *shard_of(uint64_t h)
+#define REGION_SHIFT 26 /* 64 MiB: glibc's HEAP_MAX_SIZE on 64-bit */
+
+static inline struct shard *shard_of(uintptr_t p)
 {
-    return &g_shards[h >> 58]; /* top 6 bits: SHARDS == 64 */
+    return &g_shards[mix(p >> REGION_SHIFT) >> 58]; /* top 6 bits: SHARDS == 64 */
 }
 
 static inline size_t home_slot(const struct shard *s, uint64_t h)
@@ -135,7 +144,7 @@ bool hs_md_ptr_add(const void *ptr, const struct hs_md_ptr_info *info)
 {
     uintptr_t key = ~(uintptr_t)ptr;
     uint64_t h = mix((uintptr_t)ptr);
-    struct shard *s = shard_of(h);
+    struct shard *s = shard_of((uintptr_t)ptr);
     hs_spin_lock(&s->lock);
     if ((s->count + 1) * 2 > s->capacity && !grow(s)) {
         hs_spin_unlock(&s->lock);
@@ -161,7 +170,7 @@ bool hs_md_ptr_remove(const void *ptr, struct hs_md_ptr_info *out)
 {
     uintptr_t key = ~(uintptr_t)ptr;
     uint64_t h = mix((uintptr_t)ptr);
-    struct shard *s = shard_of(h);
+    struct shard *s = shard_of((uintptr_t)ptr);
     hs_spin_lock(&s->lock);
     size_t i = lookup(s, key, h);
     if (i == SIZE_MAX) {
@@ -179,7 +188,7 @@ static bool find(const void *ptr, struct hs_md_ptr_info *out, bool ref)
 {
     uintptr_t key = ~(uintptr_t)ptr;
     uint64_t h = mix((uintptr_t)ptr);
-    struct shard *s = shard_of(h);
+    struct shard *s = shard_of((uintptr_t)ptr);
     hs_spin_lock(&s->lock);
     size_t i = lookup(s, key, h);
     if (i != SIZE_MAX && out) {

@@ -42,3 +42,13 @@ target_link_libraries(test_heap_dump PRIVATE
   hs_md_options hs_common Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME unit.heap_dump COMMAND test_heap_dump)
 set_tests_properties(unit.heap_dump PROPERTIES TIMEOUT 120)
+
+# The backtrace table's per-thread reference cache (backtrace_table.c).
+add_executable(test_backtrace_cache
+  ${HS_HEAP_DUMP_TESTS_DIR}/test_backtrace_cache.c
+  ${HS_HEAP_DUMP_TESTS_DIR}/shim_stubs.c
+  ${HS_HEAP_DUMP_MD_DIR}/backtrace_table.c)
+target_include_directories(test_backtrace_cache PRIVATE ${HS_HEAP_DUMP_TESTS_DIR} ${HS_HEAP_DUMP_MD_DIR})
+target_link_libraries(test_backtrace_cache PRIVATE hs_md_options hs_common Threads::Threads)
+add_test(NAME unit.backtrace_cache COMMAND test_backtrace_cache)
+set_tests_properties(unit.backtrace_cache PROPERTIES TIMEOUT 120)
