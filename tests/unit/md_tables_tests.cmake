@@ -37,6 +37,7 @@ add_executable(test_free_queue_rings
   ${HS_MD_TABLES_TESTS_DIR}/shim_stubs.c
   ${HS_MD_TABLES_MD_DIR}/free_queue.c
   ${HS_MD_TABLES_MD_DIR}/report.c
+  ${HS_MD_TABLES_MD_DIR}/suppress.c
   ${HS_MD_TABLES_MD_DIR}/backtrace_table.c)
 target_include_directories(test_free_queue_rings PRIVATE ${HS_MD_TABLES_TESTS_DIR} ${HS_MD_TABLES_MD_DIR})
 target_link_libraries(test_free_queue_rings PRIVATE hs_md_options hs_common Threads::Threads)
