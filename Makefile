@@ -37,6 +37,7 @@ bench: deps
 	@sh bench/leak_exit.sh $(BUILD)
 	@sh bench/report.sh $(BUILD)
 	@sh bench/profile.sh $(BUILD)
+	@sh bench/profile_overhead.sh $(BUILD)
 	@sh bench/attach.sh $(BUILD)
 	@python3 bench/summary.py $(BUILD)
 
