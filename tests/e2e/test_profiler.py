@@ -135,6 +135,16 @@ class ProfilerTest(unittest.TestCase):
                 self.assertLessEqual(abs(sites.get(site, 0) - ab), tolerance,
                                      "%s: %s vs %d" % (site, sites.get(site), ab))
 
+    def test_vfork_child_samples_nothing(self):
+        # A vfork child runs on its parent's memory: what it allocates is not sampled (its
+        # stack is not the parent's program), and the parent samples again once it is back.
+        proc = self.profile("-i", "1", "--", WORKLOAD, "vfork")
+        self.assertIn("vfork done status=7", proc.stdout)
+        sites = per_site(self.final(), "alloc_objects")
+        self.assertEqual(sites.get("site_before_vfork"), 100)
+        self.assertEqual(sites.get("site_vfork_child", 0), 0)
+        self.assertEqual(sites.get("site_after_vfork"), 100)
+
     def test_sampled_blocks_are_placed_by_address(self):
         # The client places every block it samples at a multiple of 1024, so that a free
         # tests the address's low bits before any load: at interval 1 every block is sampled,

@@ -92,7 +92,7 @@ static void write_free_record(uint32_t heap, uint64_t seq, uint64_t addr)
  * parent's program. */
 static bool may_sample(void)
 {
-    return !hs_client_busy && getpid() == __atomic_load_n(&hs_client.pid, __ATOMIC_RELAXED);
+    return !hs_client_busy && hs_client_in_session_process();
 }
 
 /* True for a free the client may report: not its own. A vfork child's free of a sampled

@@ -17,6 +17,9 @@
  *                              checksum of the contents (the same in every run); prints
  *                              "spinning pid=P" once started. With LIB, SIGUSR2 makes the
  *                              main thread dlopen LIB and keep 1000 x 1000 B from it
+ *   hp_workload vfork          site_before_vfork, then a vforked child through site_vfork_child
+ *                              (then _exit), then site_after_vfork in the parent, 100 x 100 B
+ *                              each, all freed; prints "vfork done status=S"
  *   hp_workload placement      each allocation function in turn (realloc growing and shrinking
  *                              a block with contents), checking the contents, calloc's zeros,
  *                              malloc_usable_size and posix_memalign's EINVAL; prints
@@ -391,6 +394,48 @@ static int spin(int num_threads, int rounds, const char *lib)
     return 0;
 }
 
+static __attribute__((noinline)) void site_before_vfork(void **keep)
+{
+    for (int i = 0; i < 100; i++)
+        keep[i] = malloc(100);
+}
+
+static __attribute__((noinline)) void site_vfork_child(void **keep)
+{
+    for (int i = 0; i < 100; i++)
+        keep[i] = malloc(100);
+}
+
+static __attribute__((noinline)) void site_after_vfork(void **keep)
+{
+    for (int i = 0; i < 100; i++)
+        keep[i] = malloc(100);
+}
+
+/* The child allocates in the parent's memory (vfork's contract allows little more than
+ * _exit; glibc's malloc works there) and the parent frees what it allocated. */
+static int vforked(void)
+{
+    static void *before[100], *child[100], *after[100];
+    site_before_vfork(before);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        site_vfork_child(child);
+        _exit(7);
+    }
+    int status = -1;
+    if (pid > 0)
+        waitpid(pid, &status, 0);
+    site_after_vfork(after);
+    for (int i = 0; i < 100; i++) {
+        free(before[i]);
+        free(child[i]);
+        free(after[i]);
+    }
+    printf("vfork done status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+}
+
 /* For placement: counts the blocks at a multiple of 1024 (where the profiler places the blocks
  * it samples) and checks that each is usable as asked. */
 static unsigned g_placed, g_blocks;
@@ -443,6 +488,8 @@ static int placement(void)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 2 && strcmp(argv[1], "vfork") == 0)
+        return vforked();
     if (argc >= 2 && strcmp(argv[1], "placement") == 0)
         return placement();
     if (argc >= 2 && strcmp(argv[1], "known") == 0)
