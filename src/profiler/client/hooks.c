@@ -177,14 +177,24 @@ static __attribute__((noinline)) void free_slow(void *p)
 
 /* ---- Sampled blocks: where their address says so ----------------------------------------- */
 
-/* Read once at start: glibc fills fresh memory with MALLOC_PERTURB_'s byte, so then a sampled
- * calloc must always clear its block. */
+/* glibc fills fresh memory with a perturb byte when asked (MALLOC_PERTURB_, read at start, or
+ * mallopt(M_PERTURB), seen below), so then a sampled calloc must always clear its block. */
 static int g_perturb;
 
 __attribute__((constructor)) static void read_perturb(void)
 {
     const char *v = getenv("MALLOC_PERTURB_");
     g_perturb = v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+
+extern int __libc_mallopt(int param, int value);
+
+HS_EXPORT int mallopt(int param, int value)
+{
+    int r = __libc_mallopt(param, value);
+    if (param == M_PERTURB && r == 1)
+        __atomic_store_n(&g_perturb, value != 0, __ATOMIC_RELAXED);
+    return r;
 }
 
 static size_t sampled_alignment(size_t alignment)
@@ -202,7 +212,8 @@ static void *alloc_sampled(size_t alignment, size_t size)
  * (glibc's calloc skips the clearing for it likewise). */
 static bool fresh_mmapped(const void *p)
 {
-    return !g_perturb && (((const size_t *)p)[-1] & 2) != 0; /* IS_MMAPPED */
+    return !__atomic_load_n(&g_perturb, __ATOMIC_RELAXED) &&
+           (((const size_t *)p)[-1] & 2) != 0; /* IS_MMAPPED */
 }
 
 /* ---- The exported functions ---------------------------------------------------------------- */

@@ -21,7 +21,8 @@
  *                              (then _exit), then site_after_vfork in the parent, 100 x 100 B
  *                              each, all freed; prints "vfork done status=S"
  *   hp_workload placement      each allocation function in turn (realloc growing and shrinking
- *                              a block with contents), checking the contents, calloc's zeros,
+ *                              a block with contents), checking the contents, calloc's zeros
+ *                              (also under mallopt(M_PERTURB)),
  *                              malloc_usable_size and posix_memalign's EINVAL; prints
  *                              "placement ok=1|0 aligned=A of N" where A counts the blocks
  *                              whose address is a multiple of 1024
@@ -481,6 +482,14 @@ static int placement(void)
         free(a);
         free(pm);
     }
+    /* A big calloc (glibc mmaps it) stays cleared while glibc perturbs fresh memory. */
+    mallopt(M_PERTURB, 0xa5);
+    size_t big = (size_t)1 << 20;
+    unsigned char *z = placed(calloc(1, big), big);
+    for (size_t k = 0; z && k < big; k += 4096)
+        g_placement_ok &= z[k] == 0 && z[k + 4095] == 0;
+    free(z);
+    mallopt(M_PERTURB, 0);
     printf("placement ok=%d aligned=%u of %u\n", g_placement_ok, g_placed, g_blocks);
     return g_placement_ok ? 0 : 1;
 }
