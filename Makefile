@@ -69,6 +69,7 @@ bench: deps
 	@sh bench/report.sh $(BUILD)
 	@sh bench/symbolize.sh $(BUILD)
 	@sh bench/profile.sh $(BUILD)
+	@sh bench/profile_overhead.sh $(BUILD)
 	@sh bench/attach.sh $(BUILD)
 	@python3 bench/summary.py $(BUILD)
 

@@ -19,11 +19,12 @@
  *
  * Output (stdout, one line of key=value, then the --ground-truth table if asked for):
  *   result threads=T ops_per_thread=N ops=TOTAL seconds=S.SSS mops_per_s=M checksum=X
- *          maxrss_kib=K
+ *          maxrss_kib=K cpu_seconds=C
  * ops counts every call to malloc, calloc, realloc and free, including the final frees.
  * seconds is CLOCK_MONOTONIC from the moment the first thread starts its steps to the
  * moment the last one has finished (set-up excluded). maxrss_kib is getrusage's peak RSS of
- * the whole process.
+ * the whole process. cpu_seconds is the workers' own CPU time over their steps, summed (on a
+ * loaded machine it leaves out the time a worker waited for a CPU, which seconds counts).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -88,6 +89,7 @@ struct worker {
     size_t slots_map_size;
     pthread_barrier_t *barrier;
     double start, end; /* CLOCK_MONOTONIC around run_steps */
+    double cpu;        /* this thread's CPU time over run_steps */
 
     uint64_t ops;
     uint64_t checksum;
@@ -314,12 +316,21 @@ static double now_seconds(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static double thread_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     pthread_barrier_wait(w->barrier);
     w->start = now_seconds();
+    double cpu0 = thread_cpu_seconds();
     run_steps(w);
+    w->cpu = thread_cpu_seconds() - cpu0;
     w->end = now_seconds();
     return NULL;
 }
@@ -475,9 +486,11 @@ int main(int argc, char **argv)
     double seconds = end - start;
 
     uint64_t total_ops = 0, checksum = 0;
+    double cpu = 0;
     int failed = 0;
     for (unsigned t = 0; t < nthreads; t++) {
         total_ops += workers[t].ops;
+        cpu += workers[t].cpu;
         checksum = checksum * 1000003 + workers[t].checksum;
         failed |= workers[t].failed;
         munmap(workers[t].slots, workers[t].slots_map_size);
@@ -490,9 +503,10 @@ int main(int argc, char **argv)
     struct rusage ru;
     long maxrss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
     printf("result threads=%" PRIu64 " ops_per_thread=%" PRIu64 " ops=%" PRIu64
-           " seconds=%.3f mops_per_s=%.3f checksum=%016" PRIx64 " maxrss_kib=%ld\n",
+           " seconds=%.3f mops_per_s=%.3f checksum=%016" PRIx64 " maxrss_kib=%ld"
+           " cpu_seconds=%.3f\n",
            nthreads, ops, total_ops, seconds, seconds > 0 ? (double)total_ops / seconds / 1e6 : 0.0,
-           checksum, maxrss_kib);
+           checksum, maxrss_kib, cpu);
     if (ground_truth)
         print_ground_truth(workers, (unsigned)nthreads, seed, ops);
     return 0;

@@ -221,6 +221,9 @@ int hs_md_init(void)
     if (__atomic_compare_exchange_n(&hs_md.mode, &expected, HS_MD_INITIALIZING, false,
                                     __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
         hs_md_in_shim++;
+        /* The arena lists its mappings: the unreachable-memory check leaves the shim's own
+         * memory out of its roots (heapscope_malloc_debug_own_memory). */
+        hs_arena_track_mappings(&hs_md_arena);
         int mode = configure();
         __atomic_store_n(&hs_md.mode, mode, __ATOMIC_RELEASE);
         hs_md_in_shim--;

@@ -147,6 +147,18 @@ HS_EXPORT const char *heapscope_malloc_debug_log_file(void)
     return hs_log_file_pattern();
 }
 
+/* heapscope's own: the memory of the shim's bookkeeping (its arena: the pointer table, the
+ * backtraces, the free queue), which never holds the program's references. Fills up to cap
+ * ranges and returns how many there are (0 without pointer tracking). The unreachable-memory
+ * check calls it between malloc_disable and malloc_enable, and leaves these ranges out of its
+ * roots: at 10^7 live blocks the pointer table alone is some 800 MB. */
+HS_EXPORT size_t heapscope_malloc_debug_own_memory(struct hs_arena_mapping *out, size_t cap)
+{
+    if (hs_md_mode_now() != HS_MD_DEBUG || !hs_md.track)
+        return 0;
+    return hs_arena_mappings(&hs_md_arena, out, cap);
+}
+
 HS_EXPORT ssize_t malloc_backtrace(void *pointer, uintptr_t *frames, size_t frame_count)
 {
     if (hs_md_mode_now() != HS_MD_DEBUG || !hs_md.track || !frames)

@@ -56,6 +56,11 @@ struct hs_mu_heap_source {
      * snapshot itself and needs the capture (the maps) and memory (the sweeper's arena, valid
      * until the sweep returns). Returns 0 or a negative errno value (the sweep then fails). */
     int (*prepare)(const struct hs_mu_capture *capture, struct hs_arena *arena);
+    /* May be NULL. The allocator's own bookkeeping memory, which never holds the program's
+     * references: left out of the roots like the detector's own. Called by T0 after disable
+     * (the list cannot change until enable); fills up to cap ranges and returns how many there
+     * are. */
+    size_t (*own_memory)(struct hs_arena_mapping *out, size_t cap);
     /* No backtraces to group by: leaks of the same size are merged as "similar" instead
      * (leak_grouping.h). */
     bool group_by_size;

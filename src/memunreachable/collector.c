@@ -73,6 +73,9 @@ struct hs_mu_collector {
 
     struct hs_mu_thread_capture tc;
     struct hs_mu_capture capture;
+    /* The allocator's own memory (heap.own_memory, listed by T0 after disable): excluded. */
+    struct hs_arena_mapping *own;
+    size_t num_own;
     struct hs_mu_collect_stats stats;
 
     /* A page shared with the sweeper (MAP_SHARED, so the fork does not copy it): its first
@@ -302,7 +305,7 @@ static int build_capture(struct hs_mu_collector *c)
     /* The excluded ranges: every mapping of the arena (the stack included), counted after
      * the last allocation of the capture (allocating the arrays may add one). */
     for (;;) {
-        size_t n = hs_arena_mappings(&c->arena, NULL, 0) + 4;
+        size_t n = hs_arena_mappings(&c->arena, NULL, 0) + 4 + c->num_own;
         struct hs_mu_range *ranges = hs_arena_alloc(&c->arena, n * sizeof(*ranges));
         struct hs_arena_mapping *maps = hs_arena_alloc(&c->arena, n * sizeof(*maps));
         if (!ranges || !maps)
@@ -312,9 +315,11 @@ static int build_capture(struct hs_mu_collector *c)
             continue; /* (rare) the arrays lived in new chunks: count again */
         for (size_t i = 0; i < m; i++)
             ranges[i] = (struct hs_mu_range){maps[i].begin, maps[i].end};
-        if (c->released) /* n >= m + 4: room for it */
+        if (c->released) /* n >= m + 4 + num_own: room for it and the allocator's ranges */
             ranges[m++] =
                 (struct hs_mu_range){(uintptr_t)c->released, (uintptr_t)c->released + SHARED_PAGE};
+        for (size_t i = 0; i < c->num_own; i++)
+            ranges[m++] = (struct hs_mu_range){c->own[i].begin, c->own[i].end};
         cap->excluded = ranges;
         cap->num_excluded = m;
         return 0;
@@ -480,6 +485,24 @@ static int abandon(struct hs_mu_collector *c, const struct hs_mu_heap_source *he
     return -ETIMEDOUT;
 }
 
+/* T0, after disable: the allocator's own memory, into the collector's arena (none when it
+ * cannot say, or memory runs out: then it is scanned as roots, as any other memory). */
+static void list_own_memory(struct hs_mu_collector *c, const struct hs_mu_heap_source *heap)
+{
+    if (!heap->own_memory)
+        return;
+    size_t want = heap->own_memory(NULL, 0);
+    if (want == 0)
+        return;
+    size_t cap = want + 16; /* (the list is stable under disable; a margin all the same) */
+    struct hs_arena_mapping *own = hs_arena_alloc(&c->arena, cap * sizeof(*own));
+    if (!own)
+        return;
+    size_t n = heap->own_memory(own, cap);
+    c->own = own;
+    c->num_own = n < cap ? n : cap;
+}
+
 static int collect(const struct hs_mu_heap_source *heap, size_t limit, int result_fd,
                    struct hs_mu_collect_stats *stats, int timeout_ms)
 {
@@ -519,6 +542,7 @@ static int collect(const struct hs_mu_heap_source *heap, size_t limit, int resul
 
     if (heap->disable)
         heap->disable();
+    list_own_memory(c, heap);
 
     /* Every signal blocked in the collector (and so in the sweeper): the program's handlers
      * must never run there. Raw, so that glibc's internal signals are blocked too; T0's mask

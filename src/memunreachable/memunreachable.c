@@ -107,6 +107,7 @@ static bool find_heap_source(struct hs_mu_heap_source *heap)
     heap->backtrace = (__typeof(heap->backtrace))dlsym(RTLD_DEFAULT, "malloc_backtrace");
     heap->disable = (__typeof(heap->disable))dlsym(RTLD_DEFAULT, "malloc_disable");
     heap->enable = (__typeof(heap->enable))dlsym(RTLD_DEFAULT, "malloc_enable");
+    heap->own_memory = (__typeof(heap->own_memory))dlsym(RTLD_DEFAULT, "heapscope_malloc_debug_own_memory");
     if (!heap->iterate || !heap->disable || !heap->enable) {
         mu_log("cannot check for unreachable memory: no allocator introspection "
                "(malloc_iterate) in this process");

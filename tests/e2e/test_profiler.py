@@ -135,6 +135,34 @@ class ProfilerTest(unittest.TestCase):
                 self.assertLessEqual(abs(sites.get(site, 0) - ab), tolerance,
                                      "%s: %s vs %d" % (site, sites.get(site), ab))
 
+    def test_vfork_child_samples_nothing(self):
+        # A vfork child runs on its parent's memory: what it allocates is not sampled (its
+        # stack is not the parent's program), and the parent samples again once it is back.
+        proc = self.profile("-i", "1", "--", WORKLOAD, "vfork")
+        self.assertIn("vfork done status=7", proc.stdout)
+        sites = per_site(self.final(), "alloc_objects")
+        self.assertEqual(sites.get("site_before_vfork"), 100)
+        self.assertEqual(sites.get("site_vfork_child", 0), 0)
+        self.assertEqual(sites.get("site_after_vfork"), 100)
+
+    def test_sampled_blocks_are_placed_by_address(self):
+        # The client places every block it samples at a multiple of 1024, so that a free
+        # tests the address's low bits before any load: at interval 1 every block is sampled,
+        # by each allocation function, and each stays usable as asked (realloc moves the
+        # contents, calloc clears, also when glibc perturbs fresh memory, posix_memalign keeps
+        # its EINVAL). Every one of them is freed,
+        # and every free is seen: nothing is left in use at the site.
+        plain = subprocess.run([WORKLOAD, "placement"], capture_output=True, text=True,
+                               env=clean_env())
+        self.assertIn("placement ok=1 ", plain.stdout)
+        proc = self.profile("-i", "1", "--", WORKLOAD, "placement")
+        m = re.search(r"placement ok=1 aligned=(\d+) of (\d+)", proc.stdout)
+        self.assertIsNotNone(m, proc.stdout)
+        self.assertEqual(m.group(1), m.group(2))
+        profile = self.final()
+        self.assertEqual(per_site(profile, "alloc_objects").get("placement"), 200 * 6 + 1)
+        self.assertEqual(per_site(profile, "inuse_objects").get("placement", 0), 0)
+
     def test_short_lived_process_keeps_its_last_data(self):
         self.profile("--", WORKLOAD, "short")
         sites = per_site(self.final(), "inuse_space")

@@ -91,8 +91,26 @@ static int fake_iterate(uintptr_t base, size_t size,
     return 0;
 }
 
-static const struct hs_mu_heap_source g_heap = {
-    .iterate = fake_iterate, .disable = fake_disable, .enable = fake_enable};
+/* The allocator's own memory (two ranges), listed only while the allocator is disabled. */
+static char g_own_memory[2][4096];
+static int g_own_listed_enabled; /* listings while the table lock was free: must stay 0 */
+
+static size_t fake_own_memory(struct hs_arena_mapping *out, size_t cap)
+{
+    if (hs_spin_trylock(&g_table_lock)) {
+        hs_spin_unlock(&g_table_lock);
+        __atomic_add_fetch(&g_own_listed_enabled, 1, __ATOMIC_SEQ_CST);
+    }
+    for (size_t i = 0; i < 2 && i < cap; i++)
+        out[i] = (struct hs_arena_mapping){(uintptr_t)g_own_memory[i],
+                                           (uintptr_t)g_own_memory[i] + sizeof(g_own_memory[i])};
+    return 2;
+}
+
+static const struct hs_mu_heap_source g_heap = {.iterate = fake_iterate,
+                                                .disable = fake_disable,
+                                                .enable = fake_enable,
+                                                .own_memory = fake_own_memory};
 
 /* Mutators change the table under its lock, as allocating threads would. */
 static int g_mutators_stop;
@@ -127,6 +145,7 @@ struct sweep_report {
     uint64_t probe_fd_closed, result_fd_open;
     uint64_t regs_words;
     uint64_t workers_stopped; /* workers still stopped (traced) when the sweeper started */
+    uint64_t own_excluded;    /* both ranges of the heap source's own memory */
 };
 
 struct thread_rec {
@@ -202,6 +221,8 @@ int hs_mu_sweep(const struct hs_mu_capture *capture, const struct hs_mu_heap_sou
                            in_excluded(capture, (uintptr_t)capture->threads) &&
                            in_excluded(capture, (uintptr_t)capture->maps_text) &&
                            in_excluded(capture, (uintptr_t)capture->excluded);
+    rep.own_excluded = in_excluded(capture, (uintptr_t)g_own_memory[0] + 100) &&
+                       in_excluded(capture, (uintptr_t)g_own_memory[1] + 4095);
     rep.maps_has_stack = capture->maps_text && strstr(capture->maps_text, "[stack]") != NULL;
     struct iterate_acc acc = {0, 0};
     heap->iterate(0, UINTPTR_MAX, count_block, &acc);
@@ -502,6 +523,8 @@ static void check_success(const struct run *r, int workers, const char *ctx)
     CHECK(r->rep.num_excluded >= 2 && r->rep.num_excluded == r->stats.num_excluded);
     CHECK(r->rep.sp_excluded);
     CHECK(r->rep.capture_excluded);
+    CHECK(r->rep.own_excluded);
+    CHECK_EQ(g_own_listed_enabled, 0);
     CHECK_EQ(r->rep.blocks, NUM_BLOCKS);
     CHECK_EQ(r->rep.bad_blocks, 0);
     CHECK(r->rep.arena_ok);

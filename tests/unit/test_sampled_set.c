@@ -29,7 +29,7 @@ static void test_insert_remove(void)
     /* Addresses sharing both filter counters stay apart in the table. */
     uint64_t a = 0x10000, b = a;
     do
-        b += 16u << HS_SAMPLED_SET_FILTER_BITS;                 /* same near counter... */
+        b += (uint64_t)HS_SAMPLED_ALIGN << HS_SAMPLED_SET_FILTER_BITS; /* same near counter... */
     while (hs_sampled_far_index(b) != hs_sampled_far_index(a)); /* ...and far one */
     hs_sampled_insert(a);
     CHECK(hs_sampled_maybe(b));   /* a "maybe"... */

@@ -10,7 +10,8 @@
  * being tracked.
  *
  * Files: hooks.c (the allocation functions and the sample and free records), session.c (the
- * handshake, fork, the signal, the constructor), heap_api.c (custom heaps), sampled_set.c.
+ * handshake, fork, the signal, the constructor), heap_api.c (custom heaps), sampled_set.c,
+ * vfork_guard.c (vfork children sample nothing).
  */
 #ifndef HEAPSCOPE_PROFILER_CLIENT_H
 #define HEAPSCOPE_PROFILER_CLIENT_H
@@ -81,6 +82,11 @@ bool hs_client_write(size_t len, bool must_deliver, void (*fill)(void *dst, void
  * not ON, and then leave must not be called. */
 bool hs_client_enter(void);
 void hs_client_leave(void);
+
+/* True unless this is a vfork child borrowing the session process's memory (vfork_guard.c);
+ * a system call only after a vfork on this thread, or when the client does not interpose
+ * vfork. */
+bool hs_client_in_session_process(void);
 
 /* The next sequence number. */
 static inline uint64_t hs_client_next_seq(void)

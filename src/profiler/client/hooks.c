@@ -2,8 +2,10 @@
  *
  * While the client is OFF each function is glibc's plus one load and one predicted branch.
  * While it is ON an allocation costs a subtraction from this thread's sampling countdown
- * (sampler.h), and a free one load from the sampled-address filter (sampled_set.h); only a
- * sampled allocation, and the free of a block that was sampled, write a record.
+ * (sampler.h). A sampled block is allocated at an address aligned to HS_SAMPLED_ALIGN
+ * (sampled_set.h), so a free, ON or OFF, first tests the low bits of its address, in a register:
+ * only the 1 in 64 of unsampled blocks that share the alignment load from the sampled-address
+ * filter. Only a sampled allocation, and the free of a block that was sampled, write a record.
  *
  * Sequence numbers: an allocation takes its number after glibc returned the block, a free
  * before glibc gets it back, so a block's free is always numbered after its allocation and
@@ -16,7 +18,9 @@
 #include "stack_copy.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -88,7 +92,7 @@ static void write_free_record(uint32_t heap, uint64_t seq, uint64_t addr)
  * parent's program. */
 static bool may_sample(void)
 {
-    return !hs_client_busy && getpid() == __atomic_load_n(&hs_client.pid, __ATOMIC_RELAXED);
+    return !hs_client_busy && hs_client_in_session_process();
 }
 
 /* True for a free the client may report: not its own. A vfork child's free of a sampled
@@ -165,18 +169,51 @@ static inline uint64_t current_interval(void)
     return __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
 }
 
-/* After realloc (whose free part needs a frame anyway): the countdown and the sample. */
-static inline void after_alloc(void *p, size_t size)
-{
-    uint64_t interval = current_interval();
-    if (sample_due(size, interval) && p != NULL)
-        sample_slow(p, size, interval);
-}
-
 static __attribute__((noinline)) void free_slow(void *p)
 {
     hs_client_record_free(0, (uint64_t)(uintptr_t)p);
     __libc_free(p);
+}
+
+/* ---- Sampled blocks: where their address says so ----------------------------------------- */
+
+/* glibc fills fresh memory with a perturb byte when asked (MALLOC_PERTURB_, read at start, or
+ * mallopt(M_PERTURB), seen below), so then a sampled calloc must always clear its block. */
+static int g_perturb;
+
+__attribute__((constructor)) static void read_perturb(void)
+{
+    const char *v = getenv("MALLOC_PERTURB_");
+    g_perturb = v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+
+extern int __libc_mallopt(int param, int value);
+
+HS_EXPORT int mallopt(int param, int value)
+{
+    int r = __libc_mallopt(param, value);
+    if (param == M_PERTURB && r == 1)
+        __atomic_store_n(&g_perturb, value != 0, __ATOMIC_RELAXED);
+    return r;
+}
+
+static size_t sampled_alignment(size_t alignment)
+{
+    return alignment > HS_SAMPLED_ALIGN ? alignment : HS_SAMPLED_ALIGN;
+}
+
+/* A block for a sampled allocation of size bytes (see sampled_set.h). */
+static void *alloc_sampled(size_t alignment, size_t size)
+{
+    return __libc_memalign(sampled_alignment(alignment), size);
+}
+
+/* glibc's chunk header: a block glibc mmapped for itself is fresh from the kernel, zero-filled
+ * (glibc's calloc skips the clearing for it likewise). */
+static bool fresh_mmapped(const void *p)
+{
+    return !__atomic_load_n(&g_perturb, __ATOMIC_RELAXED) &&
+           (((const size_t *)p)[-1] & 2) != 0; /* IS_MMAPPED */
 }
 
 /* ---- The exported functions ---------------------------------------------------------------- */
@@ -188,7 +225,7 @@ static __attribute__((noinline)) void free_slow(void *p)
 
 SAMPLED_PATH void *malloc_sampled(size_t size, uint64_t interval)
 {
-    void *p = __libc_malloc(size);
+    void *p = alloc_sampled(0, size);
     if (p != NULL)
         sample_slow(p, size, interval);
     return p;
@@ -204,18 +241,23 @@ HS_EXPORT void *malloc(size_t size)
 
 HS_EXPORT void free(void *p)
 {
-    if (hs_client_on() && p != NULL && hs_sampled_maybe((uint64_t)(uintptr_t)p)) {
+    uint64_t key = (uint64_t)(uintptr_t)p;
+    if (__builtin_expect(hs_sampled_aligned(key), 0) && p != NULL && hs_client_on() &&
+        hs_sampled_maybe(key)) {
         free_slow(p);
         return;
     }
     __libc_free(p);
 }
 
-SAMPLED_PATH void *calloc_sampled(size_t nmemb, size_t size, uint64_t interval)
+SAMPLED_PATH void *calloc_sampled(size_t total, uint64_t interval)
 {
-    void *p = __libc_calloc(nmemb, size);
-    if (p != NULL)
-        sample_slow(p, nmemb * size, interval);
+    void *p = alloc_sampled(0, total);
+    if (p != NULL) {
+        if (!fresh_mmapped(p))
+            memset(p, 0, total);
+        sample_slow(p, total, interval);
+    }
     return p;
 }
 
@@ -227,24 +269,40 @@ HS_EXPORT void *calloc(size_t nmemb, size_t size)
     if (!hs_client_on() || __builtin_mul_overflow(nmemb, size, &total) ||
         !sample_due(total, interval = current_interval()))
         return __libc_calloc(nmemb, size);
-    return calloc_sampled(nmemb, size, interval);
+    return calloc_sampled(total, interval);
 }
 
-SAMPLED_PATH void *realloc_on(void *p, size_t size)
+/* A sampled realloc: the new block is placed like every sampled block, so it moves. */
+static void *realloc_moving(void *p, size_t size)
+{
+    void *q = alloc_sampled(0, size);
+    if (q != NULL && p != NULL) {
+        size_t old = malloc_usable_size(p);
+        memcpy(q, p, old < size ? old : size);
+    }
+    return q;
+}
+
+/* due: the new block is to be sampled (decided by the caller, before the call). */
+SAMPLED_PATH void *realloc_on(void *p, size_t size, bool due, uint64_t interval)
 {
     uint64_t key = (uint64_t)(uintptr_t)p;
-    bool was_sampled = p != NULL && hs_sampled_maybe(key) && hs_sampled_remove(key);
+    bool was_sampled =
+        p != NULL && hs_sampled_aligned(key) && hs_sampled_maybe(key) && hs_sampled_remove(key);
     /* The free's number is taken before glibc can hand the address to another thread. */
     uint64_t free_seq = was_sampled ? hs_client_next_seq() : 0;
-    void *q = __libc_realloc(p, size);
+    void *q = due ? realloc_moving(p, size) : __libc_realloc(p, size);
+    bool moved_away = due && q != NULL && p != NULL;
     if (was_sampled) {
         if (q == NULL && size != 0)
             hs_sampled_insert(key); /* failed: p lives on, still sampled */
         else
             report_free(0, free_seq, key);
     }
-    if (q != NULL || size == 0)
-        after_alloc(q, size);
+    if (moved_away)
+        __libc_free(p);
+    if (due && q != NULL)
+        sample_slow(q, size, interval);
     return q;
 }
 
@@ -252,7 +310,13 @@ HS_EXPORT void *realloc(void *p, size_t size)
 {
     if (!hs_client_on())
         return __libc_realloc(p, size);
-    return realloc_on(p, size);
+    /* Sampling decides before the call (size 0 frees p: nothing new to sample). A block that
+     * cannot have been sampled, resized without a sample: glibc's alone. */
+    uint64_t interval = current_interval();
+    bool due = size != 0 && sample_due(size, interval);
+    if (!due && !hs_sampled_aligned((uint64_t)(uintptr_t)p))
+        return __libc_realloc(p, size);
+    return realloc_on(p, size, due, interval);
 }
 
 HS_EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
@@ -267,7 +331,7 @@ HS_EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 
 SAMPLED_PATH void *memalign_sampled(size_t alignment, size_t size, uint64_t interval)
 {
-    void *p = __libc_memalign(alignment, size);
+    void *p = alloc_sampled(alignment, size);
     if (p != NULL)
         sample_slow(p, size, interval);
     return p;
@@ -290,7 +354,11 @@ HS_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 SAMPLED_PATH int posix_memalign_sampled(void **memptr, size_t alignment, size_t size,
                                         uint64_t interval)
 {
-    int err = hs_libc_posix_memalign(memptr, alignment, size);
+    /* A valid alignment is raised to the sampled blocks' (an invalid one fails as it is). */
+    bool valid = alignment != 0 && (alignment & (alignment - 1)) == 0 &&
+                   alignment % sizeof(void *) == 0;
+    int err = hs_libc_posix_memalign(memptr, valid ? sampled_alignment(alignment) : alignment,
+                                     size);
     if (err == 0)
         sample_slow(*memptr, size, interval);
     return err;

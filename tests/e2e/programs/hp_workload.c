@@ -17,12 +17,23 @@
  *                              checksum of the contents (the same in every run); prints
  *                              "spinning pid=P" once started. With LIB, SIGUSR2 makes the
  *                              main thread dlopen LIB and keep 1000 x 1000 B from it
+ *   hp_workload vfork          site_before_vfork, then a vforked child through site_vfork_child
+ *                              (then _exit), then site_after_vfork in the parent, 100 x 100 B
+ *                              each, all freed; prints "vfork done status=S"
+ *   hp_workload placement      each allocation function in turn (realloc growing and shrinking
+ *                              a block with contents), checking the contents, calloc's zeros
+ *                              (also under mallopt(M_PERTURB)),
+ *                              malloc_usable_size and posix_memalign's EINVAL; prints
+ *                              "placement ok=1|0 aligned=A of N" where A counts the blocks
+ *                              whose address is a multiple of 1024
  * Every site is a noinline function that calls the allocator itself (no tail calls), so the
  * leaf frame of each sampled stack names the site.
  */
 #include <heapscope/heapprofd.h>
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -384,9 +395,112 @@ static int spin(int num_threads, int rounds, const char *lib)
     return 0;
 }
 
+static __attribute__((noinline)) void site_before_vfork(void **keep)
+{
+    for (int i = 0; i < 100; i++)
+        keep[i] = malloc(100);
+}
+
+static __attribute__((noinline)) void site_vfork_child(void **keep)
+{
+    for (int i = 0; i < 100; i++)
+        keep[i] = malloc(100);
+}
+
+static __attribute__((noinline)) void site_after_vfork(void **keep)
+{
+    for (int i = 0; i < 100; i++)
+        keep[i] = malloc(100);
+}
+
+/* The child allocates in the parent's memory (vfork's contract allows little more than
+ * _exit; glibc's malloc works there) and the parent frees what it allocated. */
+static int vforked(void)
+{
+    static void *before[100], *child[100], *after[100];
+    site_before_vfork(before);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        site_vfork_child(child);
+        _exit(7);
+    }
+    int status = -1;
+    if (pid > 0)
+        waitpid(pid, &status, 0);
+    site_after_vfork(after);
+    for (int i = 0; i < 100; i++) {
+        free(before[i]);
+        free(child[i]);
+        free(after[i]);
+    }
+    printf("vfork done status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+}
+
+/* For placement: counts the blocks at a multiple of 1024 (where the profiler places the blocks
+ * it samples) and checks that each is usable as asked. */
+static unsigned g_placed, g_blocks;
+static int g_placement_ok = 1;
+
+static void *placed(void *p, size_t size)
+{
+    if (p == NULL || malloc_usable_size(p) < size) {
+        g_placement_ok = 0;
+        return p;
+    }
+    g_blocks++;
+    g_placed += ((uintptr_t)p & 1023) == 0;
+    return p;
+}
+
+static int placement(void)
+{
+    for (unsigned i = 0; i < 200; i++) {
+        size_t n = 24 + (size_t)(i * 37) % 3000;
+        unsigned char *m = placed(malloc(n), n);
+        unsigned char *c = placed(calloc(1, n), n);
+        for (size_t k = 0; m && c && k < n; k++) {
+            g_placement_ok &= c[k] == 0;
+            m[k] = (unsigned char)(k * 7 + i);
+        }
+        /* Growing, then shrinking: the contents move with the block. */
+        unsigned char *r = placed(realloc(m, n * 3), n * 3);
+        for (size_t k = 0; r && k < n; k++)
+            g_placement_ok &= r[k] == (unsigned char)(k * 7 + i);
+        unsigned char *s = placed(realloc(r, n / 2), n / 2);
+        for (size_t k = 0; s && k < n / 2; k++)
+            g_placement_ok &= s[k] == (unsigned char)(k * 7 + i);
+        void *a = placed(aligned_alloc(64, 128), 128);
+        g_placement_ok &= ((uintptr_t)a & 63) == 0;
+        void *pm = NULL;
+        g_placement_ok &= posix_memalign(&pm, 4096, n) == 0 && ((uintptr_t)pm & 4095) == 0;
+        placed(pm, n);
+        void *bad = NULL;
+        g_placement_ok &= posix_memalign(&bad, 24, n) == EINVAL && bad == NULL;
+        free(s);
+        free(c);
+        free(a);
+        free(pm);
+    }
+    /* A big calloc (glibc mmaps it) stays cleared while glibc perturbs fresh memory. */
+    mallopt(M_PERTURB, 0xa5);
+    size_t big = (size_t)1 << 20;
+    unsigned char *z = placed(calloc(1, big), big);
+    for (size_t k = 0; z && k < big; k += 4096)
+        g_placement_ok &= z[k] == 0 && z[k + 4095] == 0;
+    free(z);
+    mallopt(M_PERTURB, 0);
+    printf("placement ok=%d aligned=%u of %u\n", g_placement_ok, g_placed, g_blocks);
+    return g_placement_ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 2 && strcmp(argv[1], "vfork") == 0)
+        return vforked();
+    if (argc >= 2 && strcmp(argv[1], "placement") == 0)
+        return placement();
     if (argc >= 2 && strcmp(argv[1], "known") == 0)
         return known();
     if (argc >= 3 && strcmp(argv[1], "threads") == 0)
