@@ -10,9 +10,10 @@ echo "== 1. The program alone: the overflow goes unnoticed"
 echo "\$ $demo_bin"
 "$demo_bin"
 echo
-echo "== 2. Under heapscope's malloc debug (guards around every allocation)"
-echo "\$ heapscope debug -o guard -- $demo_bin"
-"$heapscope" debug -o guard -- "$demo_bin"
+echo "== 2. Under heapscope's malloc debug (guards around every allocation, and each"
+echo "   allocation's stack: the report names where the block was allocated too small)"
+echo "\$ heapscope debug -o 'guard backtrace' -- $demo_bin"
+"$heapscope" debug -o "guard backtrace" -- "$demo_bin"
 echo
 echo "== 3. The same with abort_on_error: the program stops at the first error"
 echo "\$ heapscope debug -o 'guard abort_on_error' -- $demo_bin"

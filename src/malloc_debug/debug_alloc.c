@@ -318,7 +318,7 @@ void hs_md_debug_free(void *ptr)
     if (!verify_pointer(ptr, "free", true, &info, &g))
         return; /* after a bad pointer free does nothing */
     if (hs_md.header)
-        hs_md_guards_check(hs_md_header_of(ptr));
+        hs_md_guards_check(hs_md_header_of(ptr), info.bt);
     release(ptr, &info, g);
 }
 
@@ -362,7 +362,7 @@ static void retrack(void *ptr, size_t size)
 static void *header_realloc(void *ptr, size_t size, bool sample)
 {
     struct hs_md_header *h = hs_md_header_of(ptr);
-    hs_md_guards_check(h);
+    hs_md_guards_check(h, NULL);
     if (size == h->size) {
         retrack(ptr, size);
         return ptr;

@@ -7,17 +7,22 @@
 #ifndef HEAPSCOPE_MALLOC_DEBUG_GUARD_H
 #define HEAPSCOPE_MALLOC_DEBUG_GUARD_H
 
+#include "backtrace_table.h"
 #include "header.h"
 
 #include <stdbool.h>
 
 /* The report of a corrupted guard of the block at user (size bytes): the guard's n bytes at
- * `guard`, each changed one listed with its index from user; then the failure backtrace.
+ * `guard`, each changed one listed with its index from user; then the failure backtrace and,
+ * when the block's allocation backtrace alloc_bt is known (the backtrace option), that one.
  * Also used for the slack of page_guard and sample_guard blocks (guard_report.h). */
 void hs_md_report_corrupted_guard(const uint8_t *user, size_t size, const char *which,
-                                  const uint8_t *guard, size_t n, uint8_t expected);
+                                  const uint8_t *guard, size_t n, uint8_t expected,
+                                  const struct hs_md_bt *alloc_bt);
 
-/* Checks whichever guards are on; reports each corrupted one. Returns true when intact. */
-bool hs_md_guards_check(const struct hs_md_header *h);
+/* Checks whichever guards are on; reports each corrupted one. alloc_bt: the block's
+ * allocation backtrace when the caller has it (free took the block's entry out of the
+ * pointer table), else NULL: a report then looks the block up. Returns true when intact. */
+bool hs_md_guards_check(const struct hs_md_header *h, const struct hs_md_bt *alloc_bt);
 
 #endif

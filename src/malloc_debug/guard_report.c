@@ -156,5 +156,5 @@ void hs_md_guard_report_slack(const struct hs_md_gblock *g, uint8_t expected)
 {
     const uint8_t *end = (const uint8_t *)(hs_md_gb_block(g) + g->block_size);
     hs_md_report_corrupted_guard((const uint8_t *)hs_md_gb_user(g), g->size, "REAR", end,
-                                 hs_md_gb_data_end(g) - (uintptr_t)end, expected);
+                                 hs_md_gb_data_end(g) - (uintptr_t)end, expected, g->alloc_bt);
 }

@@ -67,6 +67,11 @@ void hs_md_report_end(void)
 
 void hs_md_report_end_with_backtrace(void)
 {
+    hs_md_report_end_with_backtraces(NULL);
+}
+
+void hs_md_report_end_with_backtraces(const struct hs_md_bt *alloc_bt)
+{
     uintptr_t frames[HS_MD_FAILURE_FRAMES];
     size_t n = hs_md_capture(frames, HS_MD_FAILURE_FRAMES);
     if (n == 0) {
@@ -74,6 +79,10 @@ void hs_md_report_end_with_backtrace(void)
     } else {
         hs_log("Backtrace at time of failure:");
         hs_backtrace_log(frames, n);
+    }
+    if (alloc_bt && alloc_bt->num_frames) {
+        hs_log("Backtrace at time of allocation:");
+        hs_backtrace_log(alloc_bt->frames, alloc_bt->num_frames);
     }
     hs_md_report_end();
 }

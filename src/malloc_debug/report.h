@@ -25,6 +25,12 @@ void hs_md_report_close(void);
 void hs_md_report_end_with_backtrace(void);
 
 struct hs_md_bt;
+/* The same, then "Backtrace at time of allocation:" and alloc_bt's frames when alloc_bt has
+ * any (heapscope's addition to Android's corrupted-guard report: the block's own stack, as
+ * a sanitizer names where the overflowed block was allocated). */
+void hs_md_report_end_with_backtraces(const struct hs_md_bt *alloc_bt);
+
+struct hs_md_bt;
 
 /* The whole report for a bad pointer given to `function`:
  * "+++ ALLOCATION %p <error> (<function>)", then "Backtrace of original free:" when free_bt

@@ -157,10 +157,11 @@ def split_backtrace(testcase, lines, function=None):
 
 
 class Case(unittest.TestCase):
-    def assert_report(self, log, head, function, start=0):
+    def assert_report(self, log, head, function, start=0, alloc_function=None):
         """Asserts that log[start:] begins with one report: divider, the `head` lines
-        exactly, "Backtrace at time of failure:", frames (first in `function`), divider.
-        Returns the index after the report."""
+        exactly, "Backtrace at time of failure:", frames (first in `function`), then, when
+        alloc_function is given, "Backtrace at time of allocation:" and frames (first in
+        alloc_function), divider. Returns the index after the report."""
         i = start
         self.assertEqual(log[i], DIVIDER, "\n".join(log))
         i += 1
@@ -169,11 +170,17 @@ class Case(unittest.TestCase):
             i += 1
         self.assertEqual(log[i], "Backtrace at time of failure:", "\n".join(log))
         i += 1
-        frames = []
+        sections = [[]]
         while i < len(log) and log[i] != DIVIDER:
-            frames.append(log[i])
+            if log[i] == "Backtrace at time of allocation:":
+                sections.append([])
+            else:
+                sections[-1].append(log[i])
             i += 1
-        split_backtrace(self, frames, function)
+        self.assertEqual(len(sections), 2 if alloc_function else 1, "\n".join(log))
+        split_backtrace(self, sections[0], function)
+        if alloc_function:
+            split_backtrace(self, sections[1], alloc_function)
         self.assertEqual(log[i], DIVIDER)
         return i + 1
 

@@ -215,7 +215,7 @@ class AfterCorruption(Case):
                 end = self.assert_report(r.log, [
                     "+++ ALLOCATION %s SIZE 40 HAS A CORRUPTED REAR GUARD" % r.values["ptr"],
                 ] + ["  allocation[%d] = 0x41 (expected 0xbb)" % i for i in range(40, 72)],
-                    "free_it")
+                    "free_it", alloc_function="top_overflow")
                 leak = [i for i, l in enumerate(r.log) if l.startswith(
                     "+++ md_bugs leaked block of size 24 at %s " % r.values["leaked"])]
                 self.assertEqual(len(leak), 1, r.log[end:])

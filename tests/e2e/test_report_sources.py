@@ -80,6 +80,26 @@ class Sources(unittest.TestCase):
             free_line = [n for n, t in enumerate(f, 1) if "free(name);" in t][0]
         self.assertEqual(sources_of(r.stderr, "main"), [("overflow.c", free_line)], r.stderr)
 
+    def test_demo_overflow_with_backtrace_names_the_allocating_line(self):
+        # make demo's step 2: with the backtrace option the corrupted-guard report adds the
+        # block's allocation stack after the failure's: the line of the too-small malloc
+        # and the call in main. (Before, the report had the free's stack only.)
+        r = cli(["debug", "-o", "guard backtrace", "--", DEMO])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        log = bodies(r.stderr)
+        with open(DEMO_SOURCE) as f:
+            text = f.read().splitlines()
+        malloc_line = [n for n, t in enumerate(text, 1) if "malloc(strlen(name))" in t][0]
+        call_line = [n for n, t in enumerate(text, 1) if "copy_name(\"" in t][0]
+        free_line = [n for n, t in enumerate(text, 1) if "free(name);" in t][0]
+        at = log.index("Backtrace at time of allocation:")
+        self.assertLess(log.index("Backtrace at time of failure:"), at, r.stderr)
+        def sources(part, function):
+            return [s for s in (frame_of(b, function) for b in part) if s]
+        self.assertEqual(sources(log[:at], "main"), [("overflow.c", free_line)], r.stderr)
+        self.assertEqual(sources(log[at:], "copy_name"), [("overflow.c", malloc_line)], r.stderr)
+        self.assertEqual(sources(log[at:], "main"), [("overflow.c", call_line)], r.stderr)
+
     def test_demo_leak_names_its_line(self):
         # make demo's step 4: the list's five nodes, from build_list's calloc line.
         leak = os.path.join(os.path.dirname(DEMO), "leak")
