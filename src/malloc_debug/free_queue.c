@@ -62,6 +62,8 @@ static struct {
     hs_spinlock lock;
     struct ring *rings; /* every ring ever made, newest first (read with acquire) */
     size_t owned;       /* rings attached to a thread (read relaxed on every free) */
+    size_t orphans;     /* rings of exited threads still holding blocks (read relaxed on
+                         * every free; written when a thread exits or a ring empties) */
     size_t budget;      /* free_track's N */
     bool key_ok;        /* exit_key was created */
     pthread_key_t exit_key;
@@ -77,6 +79,10 @@ static void detach(void *arg)
     if (q->owned) {
         q->owned = false;
         __atomic_store_n(&g_registry.owned, g_registry.owned - 1, __ATOMIC_RELAXED);
+        hs_spin_lock(&q->lock);
+        if (q->count > 0)
+            __atomic_store_n(&g_registry.orphans, g_registry.orphans + 1, __ATOMIC_RELAXED);
+        hs_spin_unlock(&q->lock);
     }
     hs_spin_unlock(&g_registry.lock);
     t_ring = NULL;
@@ -108,6 +114,10 @@ static struct ring *attach(void)
     if (q) {
         q->owned = true;
         __atomic_store_n(&g_registry.owned, g_registry.owned + 1, __ATOMIC_RELAXED);
+        hs_spin_lock(&q->lock);
+        if (q->count > 0) /* an orphan, adopted with its blocks */
+            __atomic_store_n(&g_registry.orphans, g_registry.orphans - 1, __ATOMIC_RELAXED);
+        hs_spin_unlock(&q->lock);
     }
     hs_spin_unlock(&g_registry.lock);
     if (!q) {
@@ -212,6 +222,30 @@ static void retire(const struct freed *f)
     hs_md_bt_release(f->bt);
 }
 
+/* One block of an exited thread's ring (the oldest there), into *out. The budget is shared
+ * by the rings of live threads (quota); without this, the rings exited threads left would
+ * keep up to their last quota each on top of it until a new thread adopts them. Draining
+ * them one block per free keeps the whole within the budget but for a moment. */
+static bool take_orphan_block(struct freed *out)
+{
+    bool taken = false;
+    hs_spin_lock(&g_registry.lock);
+    for (struct ring *q = g_registry.rings; q && !taken; q = q->next) {
+        if (q->owned)
+            continue;
+        hs_spin_lock(&q->lock);
+        if (q->count > 0) {
+            *out = pop_oldest(q);
+            taken = true;
+            if (q->count == 0)
+                __atomic_store_n(&g_registry.orphans, g_registry.orphans - 1, __ATOMIC_RELAXED);
+        }
+        hs_spin_unlock(&q->lock);
+    }
+    hs_spin_unlock(&g_registry.lock);
+    return taken;
+}
+
 void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt *free_bt)
 {
     struct ring *q = t_ring;
@@ -222,7 +256,7 @@ void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt
         hs_md_bt_release(free_bt);
         return;
     }
-    struct freed evicted[MAX_EVICT + 1];
+    struct freed evicted[MAX_EVICT + 2];
     size_t n_evicted = 0;
     size_t limit = quota();
     hs_spin_lock(&q->lock);
@@ -243,6 +277,9 @@ void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt
     q->count++;
     hs_spin_unlock(&q->lock);
 
+    if (__builtin_expect(__atomic_load_n(&g_registry.orphans, __ATOMIC_RELAXED) > 0, 0) &&
+        take_orphan_block(&evicted[n_evicted]))
+        n_evicted++;
     for (size_t i = 0; i < n_evicted; i++)
         retire(&evicted[i]);
 }
@@ -303,11 +340,13 @@ void hs_md_free_queue_unlock(void)
 void hs_md_free_queue_unlock_in_child(void)
 {
     /* The other threads are gone: their rings (and blocks) wait for the child's threads. */
-    size_t owned = 0;
+    size_t owned = 0, orphans = 0;
     for (struct ring *q = g_registry.rings; q; q = q->next) {
         q->owned = q == t_ring;
         owned += q->owned;
+        orphans += !q->owned && q->count > 0;
     }
     g_registry.owned = owned;
+    g_registry.orphans = orphans;
     hs_md_free_queue_unlock();
 }

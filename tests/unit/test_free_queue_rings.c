@@ -223,6 +223,31 @@ static void test_exited_thread_ring_is_adopted(void)
     CHECK(any_adopted);
 }
 
+/* ---- the rings of exited threads are drained by the frees of live threads ---- */
+
+static void test_orphan_rings_drain(void)
+{
+    check_context("an exited thread's blocks leave the queue as live threads free");
+    /* A thread alone beside main frees BUDGET blocks (its share: BUDGET / 2 kept), then
+     * exits. main keeps freeing: each of its frees also retires one block of the exited
+     * ring, the oldest first, so the queue comes back within the budget without waiting
+     * for a new thread to adopt that ring. (Before, the exited ring kept its blocks on top
+     * of the budget until a new thread came.) */
+    struct single gone = {{0}, BUDGET};
+    pthread_t t;
+    pthread_create(&t, NULL, single_main, &gone);
+    pthread_join(t, NULL);
+    size_t kept = 0;
+    for (int i = 0; i < gone.n; i++)
+        kept += !was_retired(gone.blocks[i]);
+    CHECK(kept > 0);
+    for (size_t i = 0; i < kept + BUDGET; i++)
+        push(freed_block(), NULL);
+    for (int i = 0; i < gone.n; i++)
+        CHECK(was_retired(gone.blocks[i]));
+    CHECK(hs_md_free_queue_count() <= BUDGET);
+}
+
 /* ---- fork: the child lets the other threads' rings go and finds every lock free ---- */
 
 static void test_fork_child(void)
@@ -276,7 +301,12 @@ int main(void)
     test_one_thread_fifo();
     test_threads_evict_their_own();
     test_exited_thread_ring_is_adopted();
+    test_orphan_rings_drain();
+#ifndef __SANITIZE_THREAD__ /* TSan cannot start threads in the child of a threaded fork */
     test_fork_child();
+#else
+    (void)test_fork_child;
+#endif
     hs_md_free_queue_verify_all();
     for (size_t i = 0; i < g_num_made; i++) /* the queue is not used again */
         free(g_made[i]);
