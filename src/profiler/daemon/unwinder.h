@@ -1,11 +1,11 @@
 /* unwinder.h: the profiler daemon's unwinder of copied user stacks (x86_64, DWARF CFI).
  *
  * On a sampled allocation the client in the profiled process copies its registers (struct
- * hs_unwind_regs, see HS_UNWIND_CAPTURE_REGS in unwind_regs.h) and the raw bytes of its stack, from the stack
- * pointer up to at most some limit, into shared memory. The daemon turns that copy into the
- * list of pcs of the thread's frames, innermost first, with hs_unwind. The profiled process is
- * never stopped, and none of its memory is read except the copy and, only where the CFI asks
- * for memory outside it (never for ordinary frames), through the /proc/PID/mem descriptor the
+ * hs_unwind_regs, see HS_UNWIND_CAPTURE_REGS in unwind_regs.h) and the raw bytes of its
+ * stack, from the stack pointer up to at most some limit, into shared memory. The daemon turns that
+ * copy into the list of pcs of the thread's frames, innermost first, with hs_unwind. The profiled
+ * process is never stopped, and none of its memory is read except the copy and, only where the CFI
+ * asks for memory outside it (never for ordinary frames), through the /proc/PID/mem descriptor the
  * caller may give or the mapped ELF files.
  *
  * How (the default, HS_UNWIND_MODE_CACHED): the unwind rules of each pc are computed once with
