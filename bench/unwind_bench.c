@@ -1,4 +1,5 @@
-/* unwind_bench: cost of unwinding a copied stack in the profiler daemon (src/profiler/unwinder.c).
+/* unwind_bench: cost of unwinding a copied stack in the profiler daemon
+ * (src/profiler/daemon/unwinder.c).
  *
  * Takes samples as the profiler's client does (HS_UNWIND_CAPTURE_REGS, then the stack from rsp
  * to the end of the thread's stack, at most 64 KiB) at the end of call chains of ~10, ~20 and

@@ -444,8 +444,8 @@ static void append_kept(struct text *t, const char *indent)
         const char *nl = memchr(lines + i, '\n', kept - i);
         size_t n = (size_t)(nl - (lines + i));
         char line[HS_LOG_LINE_MAX + 8];
-        int len = snprintf(line, sizeof(line), "%s%.*s", indent, (int)n, lines + i);
-        append_line(line, len > 0 && (size_t)len < sizeof(line) ? (size_t)len : 0, t);
+        size_t len = hs_format(line, sizeof(line), "%s%.*s", indent, (int)n, lines + i);
+        append_line(line, len, t);
         i += n + 1;
     }
 }

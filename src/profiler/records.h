@@ -16,7 +16,7 @@
 #ifndef HEAPSCOPE_PROFILER_RECORDS_H
 #define HEAPSCOPE_PROFILER_RECORDS_H
 
-#include "unwinder.h"
+#include "unwind_regs.h"
 
 #include <stddef.h>
 #include <stdint.h>

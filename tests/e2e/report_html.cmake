@@ -7,7 +7,7 @@ add_executable(fg_writer ${CMAKE_CURRENT_LIST_DIR}/programs/fg_writer.c
   ${PROJECT_SOURCE_DIR}/src/report/flamegraph.c)
 target_include_directories(fg_writer PRIVATE
   ${PROJECT_SOURCE_DIR}/src/report ${PROJECT_SOURCE_DIR}/src/common)
-target_link_libraries(fg_writer PRIVATE hs_common hs_flamegraph_assets)
+target_link_libraries(fg_writer PRIVATE hs_tools hs_flamegraph_assets)
 
 add_test(NAME e2e.report_html
   COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/test_report_html.py -v)

@@ -12,7 +12,7 @@ add_executable(test_thread_capture
   ${HS_CAPTURE_TESTS_DIR}/test_thread_capture.c
   ${HS_MU_SRC_DIR}/thread_capture.c)
 target_include_directories(test_thread_capture PRIVATE ${HS_CAPTURE_TESTS_DIR} ${HS_MU_SRC_DIR})
-target_link_libraries(test_thread_capture PRIVATE hs_common Threads::Threads)
+target_link_libraries(test_thread_capture PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.thread_capture COMMAND test_thread_capture)
 set_tests_properties(unit.thread_capture PROPERTIES TIMEOUT 60)
 
@@ -21,6 +21,6 @@ add_executable(test_collector
   ${HS_MU_SRC_DIR}/thread_capture.c
   ${HS_MU_SRC_DIR}/collector.c)
 target_include_directories(test_collector PRIVATE ${HS_CAPTURE_TESTS_DIR} ${HS_MU_SRC_DIR})
-target_link_libraries(test_collector PRIVATE hs_common Threads::Threads)
+target_link_libraries(test_collector PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.collector COMMAND test_collector)
 set_tests_properties(unit.collector PROPERTIES TIMEOUT 60)

@@ -5,12 +5,12 @@ set(HS_COMMON_TESTS_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 add_executable(test_proc_maps ${HS_COMMON_TESTS_DIR}/test_proc_maps.c)
 target_include_directories(test_proc_maps PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_proc_maps PRIVATE hs_common Threads::Threads)
+target_link_libraries(test_proc_maps PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.proc_maps COMMAND test_proc_maps)
 
 add_executable(test_elf_symbols ${HS_COMMON_TESTS_DIR}/test_elf_symbols.c)
 target_include_directories(test_elf_symbols PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_elf_symbols PRIVATE hs_common Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(test_elf_symbols PRIVATE hs_base Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME unit.elf_symbols COMMAND test_elf_symbols)
 
 # test_backtrace defines malloc & co. to count allocations, and must not be built with
@@ -18,7 +18,7 @@ add_test(NAME unit.elf_symbols COMMAND test_elf_symbols)
 # non-PIE (ET_EXEC) executable, whose load bias is 0.
 add_executable(test_backtrace ${HS_COMMON_TESTS_DIR}/test_backtrace.c)
 target_include_directories(test_backtrace PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_backtrace PRIVATE hs_common Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(test_backtrace PRIVATE hs_base Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME unit.backtrace COMMAND test_backtrace)
 
 add_executable(test_backtrace_nopie ${HS_COMMON_TESTS_DIR}/test_backtrace.c)
@@ -27,46 +27,46 @@ set_target_properties(test_backtrace_nopie PROPERTIES POSITION_INDEPENDENT_CODE 
 target_compile_options(test_backtrace_nopie PRIVATE -fno-pie)
 target_link_options(test_backtrace_nopie PRIVATE -no-pie)
 target_compile_definitions(test_backtrace_nopie PRIVATE HS_TEST_NO_PIE)
-target_link_libraries(test_backtrace_nopie PRIVATE hs_common Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(test_backtrace_nopie PRIVATE hs_base Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME unit.backtrace_nopie COMMAND test_backtrace_nopie)
 
 # JIT code names from perf map files (perf_map.c).
 add_executable(test_perf_map ${HS_COMMON_TESTS_DIR}/test_perf_map.c)
 target_include_directories(test_perf_map PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_perf_map PRIVATE hs_common)
+target_link_libraries(test_perf_map PRIVATE hs_tools)
 add_test(NAME unit.perf_map COMMAND test_perf_map)
 
 # The fork gate of stack capture (capture_gate.c): forks while captures are in flight.
 add_executable(test_capture_gate ${HS_COMMON_TESTS_DIR}/test_capture_gate.c)
 target_include_directories(test_capture_gate PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_capture_gate PRIVATE hs_common Threads::Threads)
+target_link_libraries(test_capture_gate PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.capture_gate COMMAND test_capture_gate)
 set_tests_properties(unit.capture_gate PROPERTIES TIMEOUT 180)
 
 # The private allocator (arena.c): growing blocks, large ones by mremap.
 add_executable(test_arena ${HS_COMMON_TESTS_DIR}/test_arena.c)
 target_include_directories(test_arena PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_arena PRIVATE hs_common Threads::Threads)
+target_link_libraries(test_arena PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.arena COMMAND test_arena)
 
 # A fault's access kind and stack from its signal context (fault_context.c).
 add_executable(test_fault_context ${HS_COMMON_TESTS_DIR}/test_fault_context.c)
 target_include_directories(test_fault_context PRIVATE ${HS_COMMON_TESTS_DIR})
 target_compile_options(test_fault_context PRIVATE -O0 -fno-omit-frame-pointer)
-target_link_libraries(test_fault_context PRIVATE hs_common Threads::Threads)
+target_link_libraries(test_fault_context PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.fault_context COMMAND test_fault_context)
 
 # Suppression rules (suppressions.c): the parser and the wildcard matcher.
 add_executable(test_suppressions ${HS_COMMON_TESTS_DIR}/test_suppressions.c)
 target_include_directories(test_suppressions PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_suppressions PRIVATE hs_common)
+target_link_libraries(test_suppressions PRIVATE hs_base)
 add_test(NAME unit.suppressions COMMAND test_suppressions)
 
 # Android frame lines taken apart (frame_line.c): the command's source lines and the shim's
 # suppressions read them.
 add_executable(test_frame_line ${HS_COMMON_TESTS_DIR}/test_frame_line.c)
 target_include_directories(test_frame_line PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_frame_line PRIVATE hs_common)
+target_link_libraries(test_frame_line PRIVATE hs_base)
 add_test(NAME unit.frame_line COMMAND test_frame_line)
 
 # hs_assert (hs_assert.h): a failed check's line and SIGABRT, at level 2 (every check on)
@@ -78,7 +78,7 @@ foreach(level 2 0)
   endif()
   add_executable(${name} ${HS_COMMON_TESTS_DIR}/test_hs_assert.c)
   target_include_directories(${name} PRIVATE ${HS_COMMON_TESTS_DIR})
-  target_link_libraries(${name} PRIVATE hs_common)
+  target_link_libraries(${name} PRIVATE hs_base)
   target_compile_definitions(${name} PRIVATE HS_TEST_ASSERT_LEVEL=${level})
   string(REPLACE "test_" "unit." test_name ${name})
   add_test(NAME ${test_name} COMMAND ${name})
@@ -87,5 +87,5 @@ endforeach()
 # The allocation-free formatter (format.c) against vsnprintf.
 add_executable(test_format ${HS_COMMON_TESTS_DIR}/test_format.c)
 target_include_directories(test_format PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_format PRIVATE hs_common)
+target_link_libraries(test_format PRIVATE hs_base)
 add_test(NAME unit.format COMMAND test_format)

@@ -4,7 +4,7 @@
 add_executable(test_guarded_block ${CMAKE_CURRENT_LIST_DIR}/test_guarded_block.c)
 target_include_directories(test_guarded_block PRIVATE ${CMAKE_CURRENT_LIST_DIR}
   ${PROJECT_SOURCE_DIR}/src/malloc_debug)
-target_link_libraries(test_guarded_block PRIVATE hs_common)
+target_link_libraries(test_guarded_block PRIVATE hs_base)
 add_test(NAME unit.guarded_block COMMAND test_guarded_block)
 
 # sample_guard's cost budget (sample_budget.h).

@@ -10,7 +10,7 @@ set(HS_HEAP_DUMP_MD_DIR ${PROJECT_SOURCE_DIR}/src/malloc_debug)
 
 add_executable(test_sort ${HS_HEAP_DUMP_TESTS_DIR}/test_sort.c)
 target_include_directories(test_sort PRIVATE ${HS_HEAP_DUMP_TESTS_DIR})
-target_link_libraries(test_sort PRIVATE hs_common)
+target_link_libraries(test_sort PRIVATE hs_base)
 add_test(NAME unit.sort COMMAND test_sort)
 set_tests_properties(unit.sort PROPERTIES TIMEOUT 120)
 
@@ -23,7 +23,7 @@ add_executable(test_heap_snapshot
   ${HS_HEAP_DUMP_MD_DIR}/backtrace_table.c)
 target_include_directories(test_heap_snapshot PRIVATE
   ${HS_HEAP_DUMP_TESTS_DIR} ${HS_HEAP_DUMP_MD_DIR} ${PROJECT_SOURCE_DIR}/include)
-target_link_libraries(test_heap_snapshot PRIVATE hs_md_options hs_common Threads::Threads)
+target_link_libraries(test_heap_snapshot PRIVATE hs_md_options hs_base Threads::Threads)
 add_test(NAME unit.heap_snapshot COMMAND test_heap_snapshot)
 set_tests_properties(unit.heap_snapshot PROPERTIES TIMEOUT 120)
 
@@ -39,7 +39,7 @@ add_executable(test_heap_dump
 target_include_directories(test_heap_dump PRIVATE ${HS_HEAP_DUMP_TESTS_DIR} ${HS_HEAP_DUMP_MD_DIR})
 target_compile_options(test_heap_dump PRIVATE -O0)
 target_link_libraries(test_heap_dump PRIVATE
-  hs_md_options hs_common Threads::Threads ${CMAKE_DL_LIBS})
+  hs_md_options hs_base Threads::Threads ${CMAKE_DL_LIBS})
 add_test(NAME unit.heap_dump COMMAND test_heap_dump)
 set_tests_properties(unit.heap_dump PROPERTIES TIMEOUT 120)
 
@@ -49,6 +49,6 @@ add_executable(test_backtrace_cache
   ${HS_HEAP_DUMP_TESTS_DIR}/shim_stubs.c
   ${HS_HEAP_DUMP_MD_DIR}/backtrace_table.c)
 target_include_directories(test_backtrace_cache PRIVATE ${HS_HEAP_DUMP_TESTS_DIR} ${HS_HEAP_DUMP_MD_DIR})
-target_link_libraries(test_backtrace_cache PRIVATE hs_md_options hs_common Threads::Threads)
+target_link_libraries(test_backtrace_cache PRIVATE hs_md_options hs_base Threads::Threads)
 add_test(NAME unit.backtrace_cache COMMAND test_backtrace_cache)
 set_tests_properties(unit.backtrace_cache PROPERTIES TIMEOUT 120)

@@ -13,7 +13,7 @@ add_executable(test_pointer_table
   ${HS_MD_TABLES_MD_DIR}/backtrace_table.c)
 target_include_directories(test_pointer_table PRIVATE
   ${HS_MD_TABLES_TESTS_DIR} ${HS_MD_TABLES_MD_DIR})
-target_link_libraries(test_pointer_table PRIVATE hs_md_options hs_common Threads::Threads)
+target_link_libraries(test_pointer_table PRIVATE hs_md_options hs_base Threads::Threads)
 add_test(NAME unit.pointer_table COMMAND test_pointer_table)
 set_tests_properties(unit.pointer_table PROPERTIES TIMEOUT 120)
 
@@ -26,7 +26,7 @@ add_executable(test_free_queue
   ${HS_MD_TABLES_MD_DIR}/backtrace_table.c)
 target_include_directories(test_free_queue PRIVATE
   ${HS_MD_TABLES_TESTS_DIR} ${HS_MD_TABLES_MD_DIR})
-target_link_libraries(test_free_queue PRIVATE hs_md_options hs_common Threads::Threads)
+target_link_libraries(test_free_queue PRIVATE hs_md_options hs_base Threads::Threads)
 add_test(NAME unit.free_queue COMMAND test_free_queue fifo)
 add_test(NAME unit.free_queue_threads COMMAND test_free_queue threads)
 set_tests_properties(unit.free_queue unit.free_queue_threads PROPERTIES TIMEOUT 120)
@@ -40,7 +40,7 @@ add_executable(test_free_queue_rings
   ${HS_MD_TABLES_MD_DIR}/suppress.c
   ${HS_MD_TABLES_MD_DIR}/backtrace_table.c)
 target_include_directories(test_free_queue_rings PRIVATE ${HS_MD_TABLES_TESTS_DIR} ${HS_MD_TABLES_MD_DIR})
-target_link_libraries(test_free_queue_rings PRIVATE hs_md_options hs_common Threads::Threads)
+target_link_libraries(test_free_queue_rings PRIVATE hs_md_options hs_base Threads::Threads)
 add_test(NAME unit.free_queue_rings COMMAND test_free_queue_rings)
 set_tests_properties(unit.free_queue_rings PROPERTIES TIMEOUT 120)
 
@@ -51,6 +51,6 @@ add_executable(test_pointer_table_regions
   ${HS_MD_TABLES_MD_DIR}/pointer_table.c
   ${HS_MD_TABLES_MD_DIR}/backtrace_table.c)
 target_include_directories(test_pointer_table_regions PRIVATE ${HS_MD_TABLES_TESTS_DIR} ${HS_MD_TABLES_MD_DIR})
-target_link_libraries(test_pointer_table_regions PRIVATE hs_md_options hs_common Threads::Threads)
+target_link_libraries(test_pointer_table_regions PRIVATE hs_md_options hs_base Threads::Threads)
 add_test(NAME unit.pointer_table_regions COMMAND test_pointer_table_regions)
 set_tests_properties(unit.pointer_table_regions PROPERTIES TIMEOUT 120)

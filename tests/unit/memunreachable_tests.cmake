@@ -23,7 +23,7 @@ foreach(name walker roots folding report sweep)
     ${HS_MU_TESTS_DIR}/test_unreachable_${name}.c ${HS_MU_SWEEP_SOURCES})
   target_include_directories(test_unreachable_${name} PRIVATE
     ${HS_MU_TESTS_DIR} ${HS_MU_SRC_DIR} ${HS_MU_ROOT}/include)
-  target_link_libraries(test_unreachable_${name} PRIVATE hs_common Threads::Threads)
+  target_link_libraries(test_unreachable_${name} PRIVATE hs_base Threads::Threads)
   add_test(NAME unit.unreachable_${name} COMMAND test_unreachable_${name})
   set_tests_properties(unit.unreachable_${name} PROPERTIES TIMEOUT 120)
 endforeach()
@@ -33,7 +33,7 @@ add_executable(unreachable_walk_bench
   ${HS_MU_ROOT}/bench/unreachable_walk_bench.c ${HS_MU_SWEEP_SOURCES})
 target_include_directories(unreachable_walk_bench PRIVATE ${HS_MU_SRC_DIR} ${HS_MU_ROOT}/include)
 target_compile_options(unreachable_walk_bench PRIVATE -O2)
-target_link_libraries(unreachable_walk_bench PRIVATE hs_common)
+target_link_libraries(unreachable_walk_bench PRIVATE hs_base)
 set_target_properties(unreachable_walk_bench PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bench)
 
@@ -43,6 +43,6 @@ add_executable(test_glibc_heap ${HS_MU_TESTS_DIR}/test_glibc_heap.c
   ${HS_MU_SRC_DIR}/glibc_heap.c ${HS_MU_SRC_DIR}/glibc_free_chunks.c ${HS_MU_SWEEP_SOURCES})
 target_include_directories(test_glibc_heap PRIVATE
   ${HS_MU_TESTS_DIR} ${HS_MU_SRC_DIR} ${HS_MU_ROOT}/include)
-target_link_libraries(test_glibc_heap PRIVATE hs_common Threads::Threads)
+target_link_libraries(test_glibc_heap PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.glibc_heap COMMAND test_glibc_heap)
 set_tests_properties(unit.glibc_heap PROPERTIES TIMEOUT 120)

@@ -5,5 +5,5 @@ add_executable(test_process_inject ${CMAKE_CURRENT_LIST_DIR}/test_process_inject
   ${PROJECT_SOURCE_DIR}/src/cli/process_inject.c ${PROJECT_SOURCE_DIR}/src/cli/target_process.c)
 target_include_directories(test_process_inject PRIVATE ${CMAKE_CURRENT_LIST_DIR}
   ${PROJECT_SOURCE_DIR}/src/cli ${PROJECT_SOURCE_DIR}/src/malloc_debug)
-target_link_libraries(test_process_inject PRIVATE hs_common pthread ${CMAKE_DL_LIBS})
+target_link_libraries(test_process_inject PRIVATE hs_base pthread ${CMAKE_DL_LIBS})
 add_test(NAME unit.process_inject COMMAND test_process_inject $<TARGET_FILE:inject_probe>)

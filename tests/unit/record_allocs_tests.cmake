@@ -10,6 +10,6 @@ add_executable(test_record_allocs
   ${PROJECT_SOURCE_DIR}/src/malloc_debug/record_allocs.c)
 target_include_directories(test_record_allocs PRIVATE
   ${HS_RECORD_TESTS_DIR} ${PROJECT_SOURCE_DIR}/src/malloc_debug)
-target_link_libraries(test_record_allocs PRIVATE hs_md_options hs_common Threads::Threads)
+target_link_libraries(test_record_allocs PRIVATE hs_md_options hs_base Threads::Threads)
 add_test(NAME unit.record_allocs COMMAND test_record_allocs)
 set_tests_properties(unit.record_allocs PROPERTIES TIMEOUT 120)

@@ -5,7 +5,7 @@
 find_package(Threads REQUIRED)
 add_executable(test_ring_buffer ${CMAKE_CURRENT_LIST_DIR}/test_ring_buffer.c)
 target_include_directories(test_ring_buffer PRIVATE ${CMAKE_CURRENT_LIST_DIR})
-target_link_libraries(test_ring_buffer PRIVATE hs_profiler_core Threads::Threads)
+target_link_libraries(test_ring_buffer PRIVATE hs_profiler_wire Threads::Threads)
 add_test(NAME unit.ring_buffer COMMAND test_ring_buffer)
 # 1M records through 4 writer threads take a few seconds; more under a sanitizer.
 set_tests_properties(unit.ring_buffer PROPERTIES TIMEOUT 300)
@@ -15,5 +15,5 @@ add_executable(test_sampled_set ${CMAKE_CURRENT_LIST_DIR}/test_sampled_set.c
   ${PROJECT_SOURCE_DIR}/src/profiler/client/sampled_set.c)
 target_include_directories(test_sampled_set PRIVATE ${CMAKE_CURRENT_LIST_DIR}
   ${PROJECT_SOURCE_DIR}/src/profiler/client)
-target_link_libraries(test_sampled_set PRIVATE hs_common Threads::Threads)
+target_link_libraries(test_sampled_set PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.sampled_set COMMAND test_sampled_set)

@@ -40,7 +40,7 @@ target_link_options(hs_symfix_exe_pie PRIVATE -pie -Wl,--build-id -Wl,-z,nosepar
 
 add_executable(test_symbolizer ${HS_SYM_TESTS_DIR}/test_symbolizer.c)
 target_include_directories(test_symbolizer PRIVATE ${HS_SYM_TESTS_DIR})
-target_link_libraries(test_symbolizer PRIVATE hs_common hs_symfix ${CMAKE_DL_LIBS})
+target_link_libraries(test_symbolizer PRIVATE hs_tools hs_symfix ${CMAKE_DL_LIBS})
 add_dependencies(test_symbolizer hs_symfix_exe_nopie hs_symfix_exe_pie)
 target_compile_definitions(test_symbolizer PRIVATE
   HS_SYMFIX_LIB="$<TARGET_FILE:hs_symfix>"

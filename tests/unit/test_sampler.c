@@ -1,4 +1,4 @@
-/* test_sampler.c: statistics of the profiler's Poisson sampler (src/profiler/sampler.c). */
+/* test_sampler.c: statistics of the profiler's Poisson sampler (src/profiler/client/sampler.c). */
 #include "check.h"
 #include "sampler.h"
 

@@ -1,4 +1,5 @@
-/* test_unwinder.c: unit test of the profiler's unwinder of copied stacks (src/profiler/unwinder.c).
+/* test_unwinder.c: unit test of the profiler's unwinder of copied stacks
+ * (src/profiler/daemon/unwinder.c).
  *
  * Stacks are real: chains of -O2 -fomit-frame-pointer functions in a shared library
  * (unwinder_fixture.c), through libc's qsort (its comparator continues the chain), ending in

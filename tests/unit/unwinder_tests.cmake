@@ -1,4 +1,4 @@
-# Unit test of the profiler's unwinder of copied stacks (src/profiler/unwinder.c), with its
+# Unit test of the profiler's unwinder of copied stacks (src/profiler/daemon/unwinder.c), with its
 # fixture: unwinder_fixture.c built with -O2 -fomit-frame-pointer as libuwfix.so (linked) and
 # libuwfix_dl.so (only dlopen()ed). The test runs as a PIE and as a non-PIE (ET_EXEC)
 # executable. include()d from tests/unit/CMakeLists.txt.
@@ -20,7 +20,8 @@ foreach(variant pie nopie)
   set(t test_unwinder_${variant})
   add_executable(${t} ${HS_UNW_TESTS_DIR}/test_unwinder.c)
   target_include_directories(${t} PRIVATE ${HS_UNW_TESTS_DIR})
-  target_link_libraries(${t} PRIVATE hs_profiler_core hs_uwfix Threads::Threads ${CMAKE_DL_LIBS})
+  target_link_libraries(${t} PRIVATE hs_profiler_unwinder hs_uwfix Threads::Threads
+    ${CMAKE_DL_LIBS})
   add_dependencies(${t} hs_uwfix_dl)
   target_compile_definitions(${t} PRIVATE HS_UWFIX_DL="$<TARGET_FILE:hs_uwfix_dl>")
   if(variant STREQUAL nopie)
@@ -36,5 +37,6 @@ endforeach()
 add_executable(test_stack_copy ${HS_UNW_TESTS_DIR}/test_stack_copy.c)
 target_include_directories(test_stack_copy PRIVATE ${HS_UNW_TESTS_DIR})
 target_compile_options(test_stack_copy PRIVATE -O0 -g)
-target_link_libraries(test_stack_copy PRIVATE hs_profiler_core Threads::Threads)
+target_link_libraries(test_stack_copy PRIVATE hs_profiler_sampling hs_profiler_unwinder
+  Threads::Threads)
 add_test(NAME unit.stack_copy COMMAND test_stack_copy)

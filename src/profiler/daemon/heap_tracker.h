@@ -15,7 +15,7 @@
  *    values at that peak ("dump at max"), updated lazily so that a new peak costs O(1).
  *
  * Weights. A sample of `size` true bytes reported as `sampled` bytes (a multiple of the
- * sampling interval in force, or the exact size; see src/profiler/sampler.h) counts
+ * sampling interval in force, or the exact size; see src/profiler/client/sampler.h) counts
  * `sampled` bytes and sampled / size objects (1 when size is 0 or sampled <= size).
  *
  * Ordering. Mallocs and frees of one process share one sequence counter, but records reach

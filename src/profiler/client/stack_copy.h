@@ -1,6 +1,6 @@
 /* stack_copy.h: the profiler client's copy of a thread's stack for a sample.
  *
- * A sample carries the registers (HS_UNWIND_CAPTURE_REGS, unwinder.h) and the bytes of the
+ * A sample carries the registers (HS_UNWIND_CAPTURE_REGS, unwind_regs.h) and the bytes of the
  * stack from the stack pointer up to the end of the thread's stack (capped), which the daemon
  * unwinds (hs_unwind). The end of the stack is the end of the memory mapping that holds the
  * stack pointer: the main thread's [stack], another glibc thread's mmap'd stack. It is found
