@@ -13,6 +13,12 @@
  *
  * Calls made while the shim's own code runs (hs_md_in_shim: reports, backtrace capture)
  * take the same paths but capture no backtraces, so nothing recurses.
+ *
+ * Out of memory (the shim's arena cannot map more): a block the pointer table cannot record
+ * is given back and the allocation fails with ENOMEM, as under memory pressure; an untracked
+ * block would be reported as an UNKNOWN POINTER when freed, and never freed. So a realloc
+ * with tracking never lets glibc move the block (it could not be put back when its new
+ * address cannot be recorded): it shrinks in place or moves through a tracked allocation.
  */
 #include "debug_alloc.h"
 
@@ -67,7 +73,10 @@ HS_INLINE struct hs_md_bt *capture_alloc_backtrace(size_t size)
     hs_md_in_shim++;
     size_t n = hs_md_capture(frames, cfg->backtrace_frames);
     hs_md_in_shim--;
-    return hs_md_bt_acquire(frames, n);
+    struct hs_md_bt *bt = hs_md_bt_acquire(frames, n);
+    if (__builtin_expect(!bt && n, 0))
+        hs_md_note_out_of_memory(); /* the block is tracked without its backtrace */
+    return bt;
 }
 
 HS_INLINE struct hs_md_bt *capture_free_backtrace(void)
@@ -79,15 +88,16 @@ HS_INLINE struct hs_md_bt *capture_free_backtrace(void)
     hs_md_in_shim++;
     size_t n = hs_md_capture(frames, max);
     hs_md_in_shim--;
-    return hs_md_bt_acquire(frames, n);
+    struct hs_md_bt *bt = hs_md_bt_acquire(frames, n);
+    if (__builtin_expect(!bt && n, 0))
+        hs_md_note_out_of_memory();
+    return bt;
 }
 
-/* Adds a new block to the pointer table. guard_bt, the backtrace a guarded block was given
- * (or NULL), is shared rather than captured twice: it has the same frames. */
-HS_INLINE void track(void *p, size_t size, struct hs_md_bt *guard_bt)
+/* The allocation backtrace of a block of `size` bytes: guard_bt, the backtrace a guarded
+ * block was given (or NULL), is shared rather than captured twice: it has the same frames. */
+HS_INLINE struct hs_md_bt *alloc_backtrace(size_t size, struct hs_md_bt *guard_bt)
 {
-    if (!hs_md.track || !p)
-        return;
     struct hs_md_bt *bt = NULL;
     if (guard_bt && (hs_md.cfg.options & HS_OPT_BACKTRACE) &&
         __atomic_load_n(&hs_md.backtrace_on, __ATOMIC_RELAXED) &&
@@ -97,9 +107,21 @@ HS_INLINE void track(void *p, size_t size, struct hs_md_bt *guard_bt)
     } else {
         bt = capture_alloc_backtrace(size);
     }
-    struct hs_md_ptr_info info = {size, bt};
-    if (!hs_md_ptr_add(p, &info))
-        hs_md_bt_release(info.bt);
+    return bt;
+}
+
+/* Adds a new block to the pointer table (see alloc_backtrace for guard_bt). False when the
+ * table could not record it: the caller must not hand the block out. */
+HS_INLINE bool track(void *p, size_t size, struct hs_md_bt *guard_bt)
+{
+    if (!hs_md.track)
+        return true;
+    struct hs_md_ptr_info info = {size, alloc_backtrace(size, guard_bt)};
+    if (__builtin_expect(hs_md_ptr_add(p, &info), 1))
+        return true;
+    hs_md_bt_release(info.bt);
+    hs_md_note_out_of_memory();
+    return false;
 }
 
 /* A guarded block (guarded.h) holding a header and user data of `size` bytes, or NULL. */
@@ -173,6 +195,25 @@ HS_INLINE bool sample_drawn(void)
     return hs_md.sample_guard && !hs_md_sample_skip() && hs_md_sample_due();
 }
 
+/* Gives back a new block that cannot be handed out (track failed): guarded or glibc's, with
+ * or without a header. */
+static void discard_new_block(void *p)
+{
+    struct hs_md_gblock *g;
+    if (hs_md_guarded_owns((uintptr_t)p) &&
+        hs_md_guarded_check(p, "malloc", true, &g) == HS_MD_GUARDED_LIVE) {
+        hs_md_guarded_release(g, NULL);
+        return;
+    }
+    if (hs_md.header) {
+        struct hs_md_header *h = hs_md_header_of(p);
+        h->tag = HS_MD_TAG_FREED;
+        __libc_free(h->orig_pointer);
+    } else {
+        __libc_free(p);
+    }
+}
+
 /* sample: this allocation was drawn for sample_guard (page_guard guards every one). */
 HS_INLINE void *debug_alloc_drawn(size_t size, size_t alignment, bool zero, bool sample)
 {
@@ -188,7 +229,10 @@ HS_INLINE void *debug_alloc_drawn(size_t size, size_t alignment, bool zero, bool
         if (!zero && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
             memset(p, hs_md.cfg.fill_alloc_value,
                    min_size(usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
-        track(p, size, guard_bt);
+        if (__builtin_expect(!track(p, size, guard_bt), 0)) {
+            discard_new_block(p);
+            p = fail_enomem();
+        }
     }
     hs_md_bt_release(guard_bt);
     return p;
@@ -243,7 +287,7 @@ static bool verify_tracked(void *ptr, const char *function, bool take, struct hs
                 report_not_live(ptr, function, true);
             else
                 hs_md_report_invalid_tag(ptr, tag, function);
-            if (take && !hs_md_ptr_add(ptr, info)) /* the block stays as it was */
+            if (take && !hs_md_ptr_restore(ptr, info)) /* the block stays as it was */
                 hs_md_bt_release(info->bt);
             info->bt = NULL;
             return false;
@@ -348,7 +392,8 @@ static void *move_block(void *ptr, size_t size, size_t old_usable, bool sample)
     return new_ptr;
 }
 
-/* Replaces the table entry of a block that stays in place with its new size. */
+/* Replaces the table entry of a block that stays in place with its new size and backtrace
+ * (in the slot the old entry leaves: no memory needed). */
 static void retrack(void *ptr, size_t size)
 {
     if (!hs_md.track)
@@ -356,7 +401,9 @@ static void retrack(void *ptr, size_t size)
     struct hs_md_ptr_info old = {0, NULL};
     hs_md_ptr_remove(ptr, &old);
     hs_md_bt_release(old.bt);
-    track(ptr, size, NULL);
+    struct hs_md_ptr_info info = {size, alloc_backtrace(size, NULL)};
+    if (!hs_md_ptr_restore(ptr, &info))
+        hs_md_bt_release(info.bt);
 }
 
 static void *header_realloc(void *ptr, size_t size, bool sample)
@@ -392,22 +439,22 @@ static void *plain_realloc(void *ptr, size_t size, bool sample)
     size_t total;
     if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
         return fail_enomem();
-    struct hs_md_ptr_info old = {0, NULL};
-    if (hs_md.track)
-        hs_md_ptr_remove(ptr, &old);
-    void *new_ptr = __libc_realloc(ptr, total);
-    if (!new_ptr) {
-        if (hs_md.track && !hs_md_ptr_add(ptr, &old))
-            hs_md_bt_release(old.bt);
-        return NULL;
+    /* Tracked: glibc's realloc could move the block to an address the table then cannot
+     * record, with the old block gone; so it keeps its place or moves as the guards' do. */
+    if (hs_md.track) {
+        if (total > prev_usable)
+            return move_block(ptr, size, prev_usable, sample);
+        retrack(ptr, size);
+        return ptr;
     }
-    hs_md_bt_release(old.bt);
+    void *new_ptr = __libc_realloc(ptr, total);
+    if (!new_ptr)
+        return NULL;
     if (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC) {
         size_t bytes = min_size(hs_md_libc_usable_size(new_ptr), hs_md.cfg.fill_on_alloc_bytes);
         if (bytes > prev_usable)
             memset((char *)new_ptr + prev_usable, hs_md.cfg.fill_alloc_value, bytes - prev_usable);
     }
-    track(new_ptr, size, NULL);
     return new_ptr;
 }
 
