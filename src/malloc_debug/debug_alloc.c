@@ -16,9 +16,12 @@
  *
  * Out of memory (the shim's arena cannot map more): a block the pointer table cannot record
  * is given back and the allocation fails with ENOMEM, as under memory pressure; an untracked
- * block would be reported as an UNKNOWN POINTER when freed, and never freed. So a realloc
- * with tracking never lets glibc move the block (it could not be put back when its new
- * address cannot be recorded): it shrinks in place or moves through a tracked allocation.
+ * block would be reported as an UNKNOWN POINTER when freed, and never freed. An entry taken
+ * out of the table goes back into the slot it left (hs_md_ptr_restore: no memory needed). One
+ * case cannot be undone: glibc's realloc moved the block (the old one is gone) to an address
+ * the table has no room for. The block then moves once more, to a tracked allocation; failing
+ * that, it stays untracked, and from then on the shim no longer reports pointers it does not
+ * know (one of them may be that block): a lost check, never a false report.
  */
 #include "debug_alloc.h"
 
@@ -31,6 +34,7 @@
 #include "header.h"
 #include "heap_dump.h"
 #include "libc_malloc.h"
+#include "log.h"
 #include "pointer_table.h"
 #include "proc_maps.h"
 #include "report.h"
@@ -256,6 +260,26 @@ static bool header_says_freed(const void *ptr)
     return ((const struct hs_md_header *)h)->tag == HS_MD_TAG_FREED;
 }
 
+/* Blocks handed out that the table could not record (see the top of this file); atomic. */
+static size_t g_untracked;
+
+/* Counts a block that goes out untracked; its entry's backtrace (if any) is dropped. */
+static void lose_track(struct hs_md_bt *bt)
+{
+    hs_md_bt_release(bt);
+    if (__atomic_fetch_add(&g_untracked, 1, __ATOMIC_RELAXED) == 0)
+        hs_log("%s: malloc debug could not record a block glibc's realloc moved (out of memory "
+               "for its own tables): pointers it does not know are no longer reported",
+               hs_log_program_name());
+}
+
+/* Puts back the entry of a block that stays (its old entry, or a new one for it). */
+static void keep_tracked(void *ptr, const struct hs_md_ptr_info *info)
+{
+    if (!hs_md_ptr_restore(ptr, info))
+        lose_track(info->bt);
+}
+
 /* Reports a pointer that is not a live allocation; free_track may know it was freed. */
 static void report_not_live(void *ptr, const char *function, bool known_freed)
 {
@@ -276,7 +300,10 @@ static bool verify_tracked(void *ptr, const char *function, bool take, struct hs
     if (hs_md.track) {
         bool live = take ? hs_md_ptr_remove(ptr, info) : hs_md_ptr_find(ptr, info);
         if (__builtin_expect(!live, 0)) {
-            report_not_live(ptr, function, hs_md.header && header_says_freed(ptr));
+            /* After a block went out untracked, an unknown pointer may be that block: it is
+             * left alone, neither reported nor freed. */
+            if (!__atomic_load_n(&g_untracked, __ATOMIC_RELAXED))
+                report_not_live(ptr, function, hs_md.header && header_says_freed(ptr));
             return false;
         }
     }
@@ -287,8 +314,8 @@ static bool verify_tracked(void *ptr, const char *function, bool take, struct hs
                 report_not_live(ptr, function, true);
             else
                 hs_md_report_invalid_tag(ptr, tag, function);
-            if (take && !hs_md_ptr_restore(ptr, info)) /* the block stays as it was */
-                hs_md_bt_release(info->bt);
+            if (take && hs_md.track) /* the block stays as it was */
+                keep_tracked(ptr, info);
             info->bt = NULL;
             return false;
         }
@@ -402,8 +429,7 @@ static void retrack(void *ptr, size_t size)
     hs_md_ptr_remove(ptr, &old);
     hs_md_bt_release(old.bt);
     struct hs_md_ptr_info info = {size, alloc_backtrace(size, NULL)};
-    if (!hs_md_ptr_restore(ptr, &info))
-        hs_md_bt_release(info.bt);
+    keep_tracked(ptr, &info);
 }
 
 static void *header_realloc(void *ptr, size_t size, bool sample)
@@ -439,22 +465,41 @@ static void *plain_realloc(void *ptr, size_t size, bool sample)
     size_t total;
     if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
         return fail_enomem();
-    /* Tracked: glibc's realloc could move the block to an address the table then cannot
-     * record, with the old block gone; so it keeps its place or moves as the guards' do. */
-    if (hs_md.track) {
-        if (total > prev_usable)
-            return move_block(ptr, size, prev_usable, sample);
-        retrack(ptr, size);
-        return ptr;
-    }
+    /* Out of the table first: once glibc has freed the old block, another thread may get
+     * its address and add it. */
+    struct hs_md_ptr_info old = {0, NULL};
+    if (hs_md.track)
+        hs_md_ptr_remove(ptr, &old);
     void *new_ptr = __libc_realloc(ptr, total);
-    if (!new_ptr)
+    if (!new_ptr) {
+        if (hs_md.track)
+            keep_tracked(ptr, &old);
         return NULL;
+    }
+    hs_md_bt_release(old.bt);
     if (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC) {
         size_t bytes = min_size(hs_md_libc_usable_size(new_ptr), hs_md.cfg.fill_on_alloc_bytes);
         if (bytes > prev_usable)
             memset((char *)new_ptr + prev_usable, hs_md.cfg.fill_alloc_value, bytes - prev_usable);
     }
+    if (!hs_md.track)
+        return new_ptr;
+    if (new_ptr == ptr) { /* in place: the slot the old entry left takes the new one */
+        struct hs_md_ptr_info info = {size, alloc_backtrace(size, NULL)};
+        keep_tracked(ptr, &info);
+        return ptr;
+    }
+    if (__builtin_expect(track(new_ptr, size, NULL), 1))
+        return new_ptr;
+    /* Moved to where the table has no room, the old block gone: move it once more, to a
+     * block the table records, or let it go untracked. */
+    void *tracked = debug_alloc_drawn(size, HS_MD_MIN_ALIGNMENT, false, false);
+    if (tracked) {
+        memcpy(tracked, new_ptr, size);
+        __libc_free(new_ptr);
+        return tracked;
+    }
+    lose_track(NULL);
     return new_ptr;
 }
 

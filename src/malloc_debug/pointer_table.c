@@ -171,8 +171,9 @@ bool hs_md_ptr_restore(const void *ptr, const struct hs_md_ptr_info *info)
     uintptr_t key = ~(uintptr_t)ptr;
     struct shard *s = shard_of((uintptr_t)ptr);
     hs_spin_lock(&s->lock);
-    /* One empty slot must remain after the insertion, or probes would not end. */
-    bool room = s->count + 2 <= s->capacity && lookup(s, key, mix((uintptr_t)ptr)) == SIZE_MAX;
+    /* One empty slot must remain after the insertion, or probes would not end. The key is
+     * absent: its block is live and was taken out by the caller (put checks it). */
+    bool room = s->count + 2 <= s->capacity;
     if (room) {
         put(s, key, info->size, info->bt);
         if (s->count > s->peak)

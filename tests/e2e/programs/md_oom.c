@@ -5,7 +5,7 @@
  * then a large block (glibc maps it: another address region); every block holds a pattern
  * that is checked before it is resized or freed. A NULL result is counted and the slot
  * skipped, as a careful program does. argv[1], if given, is the number of blocks a thread
- * keeps (1500 at most and by default). Prints "ok nulls=N" and exits 0, or names the first
+ * keeps (1500 at most and by default). With argv[1] "moves" it runs moves() instead. Prints "ok nulls=N" and exits 0, or names the first
  * damaged block and exits 1.
  */
 #define _GNU_SOURCE
@@ -142,8 +142,57 @@ static void *work(void *arg)
     return NULL;
 }
 
+/* Small blocks (glibc's heap) and large ones (each mapped by glibc, far from the heap) until
+ * malloc fails or 200 of each, then every small block grown by realloc to a large size: glibc
+ * moves it to a mapping of its own. Under fault injection the pointer table's shards fill
+ * up, so such a block moves to where the table has no room (the shim's last resort). */
+static int moves(void)
+{
+    enum { MAX = 200, BIG = 300000 };
+    static unsigned char *small[MAX], *big[MAX];
+    unsigned long nulls = 0;
+    int damaged = 0;
+    /* A fixed threshold: glibc would raise it when a large block is freed, and serve the
+     * large ones from its heap. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    for (int i = 0; i < MAX; i++) {
+        small[i] = malloc(64);
+        if (small[i])
+            fill(small[i], 64, (unsigned)i);
+    }
+    int n_small = 0, n_big = 0;
+    for (int i = 0; i < MAX; i++)
+        n_small += small[i] != NULL;
+    for (int i = 0; i < MAX && (big[i] = malloc(BIG)) != NULL; i++, n_big++)
+        fill(big[i], 64, (unsigned)i);
+    for (int i = 0; i < MAX; i++) {
+        if (!small[i])
+            continue;
+        unsigned char *q = realloc(small[i], BIG);
+        if (!q) {
+            nulls++;
+            damaged |= !intact(small[i], 64, (unsigned)i);
+            continue;
+        }
+        damaged |= !intact(q, 64, (unsigned)i);
+        small[i] = q;
+    }
+    for (int i = 0; i < MAX; i++) {
+        free(small[i]);
+        free(big[i]);
+    }
+    if (damaged) {
+        printf("realloc lost the contents of a block\n");
+        return 1;
+    }
+    printf("ok nulls=%lu small=%d big=%d\n", nulls, n_small, n_big);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "moves") == 0)
+        return moves();
     if (argc > 1 && atoi(argv[1]) > 0 && atoi(argv[1]) < MAX_SLOTS)
         g_slots = (unsigned)atoi(argv[1]);
     static struct worker workers[2];
