@@ -98,7 +98,11 @@ class OutOfMemory(Case):
         self.walk("page_guard", ["300"])  # a system call or two per block: fewer blocks
 
     def test_page_guard_with_tracking(self):
-        self.walk("page_guard backtrace leak_track", ["300"])
+        # guard too: a block that cannot be tracked is a guarded block with a header to give back
+        self.walk("page_guard guard backtrace leak_track", ["300"])
+
+    def test_sample_guard_with_tracking(self):
+        self.walk("sample_guard backtrace verify_pointers")
 
     def test_every_tracking_option(self):
         self.walk("backtrace leak_track free_track verify_pointers")
