@@ -38,8 +38,9 @@ static void *map_raw(size_t bytes)
  * The variable is read on the first mapping; afterwards a mapping costs one predictable
  * branch more (mappings are the slow path: a new 256 KiB chunk or a large block). */
 enum { FAULT_UNREAD, FAULT_OFF, FAULT_ARMED };
-static int g_fault_state; /* atomic */
-static size_t g_fault_after, g_fault_mappings; /* g_fault_mappings: atomic */
+static int g_fault_state;       /* atomic */
+static size_t g_fault_after;    /* N */
+static size_t g_fault_mappings; /* mappings asked for so far (atomic) */
 
 static __attribute__((noinline)) bool fault_injected(void)
 {

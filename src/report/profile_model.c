@@ -250,8 +250,8 @@ static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, 
         const char *ifn = intern(p, fn), *ifile = intern(p, info[i].file);
         if (!ifn || !ifile)
             return SIZE_MAX;
-        p->frames[p->num_frames++] = (struct hs_rep_frame){ifn, ifile, info[i].line,
-                                                           info[i].inlined};
+        p->frames[p->num_frames++] =
+            (struct hs_rep_frame){ifn, ifile, info[i].line, info[i].inlined};
     }
     return p->num_locations++;
 }
@@ -555,8 +555,7 @@ static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof
         if (!iname || !ifile)
             return SIZE_MAX;
         p->frames[p->num_frames++] = (struct hs_rep_frame){
-            iname, ifile, l.lines[i].line > 0 ? (unsigned)l.lines[i].line : 0,
-            i + 1 < l.num_lines};
+            iname, ifile, l.lines[i].line > 0 ? (unsigned)l.lines[i].line : 0, i + 1 < l.num_lines};
     }
     return p->num_locations++;
 }

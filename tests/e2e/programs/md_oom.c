@@ -5,8 +5,8 @@
  * then a large block (glibc maps it: another address region); every block holds a pattern
  * that is checked before it is resized or freed. A NULL result is counted and the slot
  * skipped, as a careful program does. argv[1], if given, is the number of blocks a thread
- * keeps (1500 at most and by default). With argv[1] "moves" it runs moves() instead. Prints "ok nulls=N" and exits 0, or names the first
- * damaged block and exits 1.
+ * keeps (1500 at most and by default); "moves" runs moves() instead. Prints "ok nulls=N" and
+ * exits 0, or names the first damaged block and exits 1.
  */
 #define _GNU_SOURCE
 #include <malloc.h>
