@@ -71,6 +71,14 @@ static int parse_format(const char *s, enum format *f)
     return -1;
 }
 
+/* Running out of memory, wherever it happens, ends the command with this one message and
+ * exit status 1 (the libraries return ENOMEM and leave the message to the command). */
+static int out_of_memory(void)
+{
+    fprintf(stderr, "heapscope report: out of memory\n");
+    return 1;
+}
+
 /* Reads a whole file; NULL with errno set on failure. */
 static char *read_file(const char *path, size_t *len)
 {
@@ -92,9 +100,9 @@ static char *read_file(const char *path, size_t *len)
             cap *= 2;
         }
     }
-    int failed = ferror(f), read_errno = errno;
+    int failed = ferror(f), read_errno = data ? errno : ENOMEM;
     fclose(f);
-    if (failed) {
+    if (failed || !data) {
         free(data);
         errno = read_errno;
         return NULL;
@@ -111,14 +119,19 @@ static int load_pprof(struct hs_rep_profile *p, const char *path, const struct h
     size_t len;
     char *data = read_file(path, &len);
     if (!data) {
+        if (errno == ENOMEM)
+            return out_of_memory();
         fprintf(stderr, "heapscope report: %s: %s\n", path, strerror(errno));
         return 1;
     }
     struct hs_pprof *pp;
     char err[600];
     int rc = hs_pprof_read(data, len, &pp, err, sizeof(err));
+    int read_errno = errno;
     free(data);
     if (rc != 0) {
+        if (read_errno == ENOMEM)
+            return out_of_memory();
         fprintf(stderr,
                 "heapscope report: %s: not an Android native heap dump, nor a pprof "
                 "profile: %s\n",
@@ -132,9 +145,13 @@ static int load_pprof(struct hs_rep_profile *p, const char *path, const struct h
         for (size_t i = 1; i < hs_pprof_num_comments(pp); i++)
             fprintf(header, "\n  %s", hs_pprof_comment_at(pp, i));
     }
+    errno = 0;
     rc = hs_rep_add_pprof(p, pp, opt, err, sizeof(err));
+    int add_errno = errno;
     hs_pprof_free(pp);
     if (rc != 0) {
+        if (add_errno == ENOMEM)
+            return out_of_memory();
         fprintf(stderr, "heapscope report: %s: %s\n", path, err);
         return 1;
     }
@@ -172,6 +189,8 @@ static int load(struct hs_rep_profile *p, char **files, int n, const struct hs_r
         struct hs_dump d;
         char err[600];
         if (hs_dump_read_file(files[i], &d, err, sizeof(err)) != 0) {
+            if (errno == ENOMEM)
+                return out_of_memory();
             fprintf(stderr, "heapscope report: %s\n", err);
             return 1;
         }
@@ -179,9 +198,13 @@ static int load(struct hs_rep_profile *p, char **files, int n, const struct hs_r
             fprintf(header, "Android Native Heap Dump v1.%d%s%s%s", d.version_minor,
                     d.fingerprint[0] ? ", build '" : "", d.fingerprint,
                     d.fingerprint[0] ? "'" : "");
+        errno = 0;
         int rc = hs_rep_add_dump(p, &d, opt, err, sizeof(err));
+        int add_errno = errno;
         hs_dump_free(&d);
         if (rc != 0) {
+            if (add_errno == ENOMEM)
+                return out_of_memory();
             fprintf(stderr, "heapscope report: %s: %s\n", files[i], err);
             return 1;
         }
@@ -287,21 +310,17 @@ int hs_cmd_report(int argc, char **argv)
     char *header = NULL;
     size_t header_len = 0;
     FILE *header_out = open_memstream(&header, &header_len);
-    if (!header_out) {
-        fprintf(stderr, "heapscope report: %s\n", strerror(errno));
-        return 1;
-    }
+    if (!header_out)
+        return out_of_memory(); /* its only failure */
     int rc = load(&p, argv + optind, argc - optind, &opt, header_out);
-    if (fclose(header_out) != 0 && rc == 0) {
-        fprintf(stderr, "heapscope report: %s\n", strerror(errno));
-        rc = 1;
-    }
+    if (fclose(header_out) != 0 && rc == 0)
+        rc = out_of_memory();
     if (rc == 0 && diff_base) {
         struct hs_rep_profile base;
         hs_rep_profile_init(&base);
         rc = load(&base, (char **)&diff_base, 1, &opt, NULL);
-        if (rc == 0)
-            hs_rep_diff(&p, &base);
+        if (rc == 0 && hs_rep_diff(&p, &base) != 0)
+            rc = out_of_memory();
         hs_rep_profile_free(&base);
     }
     if (rc == 0 && out_opt.value >= HS_FG_ALLOC_BYTES && !p.has_alloc) {
@@ -321,14 +340,14 @@ int hs_cmd_report(int argc, char **argv)
         if (fclose(title_out) != 0)
             title_out = NULL;
     }
-    if (rc == 0 && !title_out) {
-        fprintf(stderr, "heapscope report: %s\n", strerror(errno));
-        rc = 1;
-    }
+    if (rc == 0 && !title_out)
+        rc = out_of_memory(); /* a memory stream's only failure */
     FILE *out = NULL;
     if (rc == 0) {
         out = output ? fopen(output, "w") : stdout;
-        if (!out) {
+        if (!out && errno == ENOMEM) {
+            rc = out_of_memory();
+        } else if (!out) {
             fprintf(stderr, "heapscope report: cannot write %s: %s\n", output, strerror(errno));
             rc = 1;
         }
@@ -355,11 +374,16 @@ int hs_cmd_report(int argc, char **argv)
         rc = hs_rep_write_pprof(out, &p, &out_opt);
         break;
     }
-    if ((output ? fclose(out) : fflush(out)) != 0)
+    int write_errno = errno;
+    if ((output ? fclose(out) : fflush(out)) != 0 && rc == 0) {
         rc = -1;
-    if (rc != 0)
+        write_errno = errno;
+    }
+    if (rc != 0 && write_errno == ENOMEM)
+        out_of_memory();
+    else if (rc != 0)
         fprintf(stderr, "heapscope report: cannot write %s: %s\n", output ? output : "the output",
-                strerror(errno));
+                strerror(write_errno));
     hs_rep_profile_free(&p);
     free(header);
     free(title);

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE /* mremap */
 #include "arena.h"
 
+#include "env.h"
 #include "hs_assert.h"
 
 #include <errno.h>
@@ -30,6 +31,48 @@ static void *map_raw(size_t bytes)
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     errno = saved;
     return p == MAP_FAILED ? NULL : p;
+}
+
+/* Fault injection (docs/testing.md): with HEAPSCOPE_ARENA_FAIL_AFTER=N, the first N mappings
+ * of the process's arenas succeed and every later one fails, as if memory had run out there.
+ * The variable is read on the first mapping; afterwards a mapping costs one predictable
+ * branch more (mappings are the slow path: a new 256 KiB chunk or a large block). */
+enum { FAULT_UNREAD, FAULT_OFF, FAULT_ARMED };
+static int g_fault_state;       /* atomic */
+static size_t g_fault_after;    /* N */
+static size_t g_fault_mappings; /* mappings asked for so far (atomic) */
+
+static __attribute__((noinline)) bool fault_injected(void)
+{
+    int state = __atomic_load_n(&g_fault_state, __ATOMIC_ACQUIRE);
+    if (state == FAULT_UNREAD) {
+        char value[32];
+        state = FAULT_OFF;
+        size_t n = 0;
+        ssize_t len = hs_env_get("HEAPSCOPE_ARENA_FAIL_AFTER", value, sizeof(value));
+        if (len > 0 && (size_t)len < sizeof(value)) {
+            bool digits = true;
+            for (ssize_t i = 0; i < len; i++) {
+                digits &= value[i] >= '0' && value[i] <= '9';
+                n = n * 10 + (size_t)(value[i] - '0');
+            }
+            if (digits && len < 19)
+                state = FAULT_ARMED;
+        }
+        __atomic_store_n(&g_fault_after, n, __ATOMIC_RELAXED);
+        __atomic_store_n(&g_fault_state, state, __ATOMIC_RELEASE);
+    }
+    if (state != FAULT_ARMED)
+        return false;
+    return __atomic_fetch_add(&g_fault_mappings, 1, __ATOMIC_RELAXED) >=
+           __atomic_load_n(&g_fault_after, __ATOMIC_RELAXED);
+}
+
+/* True when this mapping must fail (fault injection); cheap when it is off. */
+static inline bool mapping_fails(void)
+{
+    return __builtin_expect(__atomic_load_n(&g_fault_state, __ATOMIC_RELAXED) != FAULT_OFF, 0) &&
+           fault_injected();
 }
 
 static size_t list_bytes(size_t cap)
@@ -74,6 +117,8 @@ static void forget_mapping(struct hs_arena *a, void *p)
 
 static void *map_bytes(struct hs_arena *a, size_t bytes)
 {
+    if (mapping_fails())
+        return NULL;
     void *p = map_raw(bytes);
     if (!p)
         return NULL;
@@ -157,6 +202,8 @@ void *hs_arena_grow(struct hs_arena *a, void *p, size_t old_size, size_t new_siz
         size_t old_bytes = page_round(old_size), new_bytes = page_round(new_size);
         if (old_bytes == new_bytes)
             return p;
+        if (mapping_fails())
+            return NULL;
         int saved = errno;
         void *q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
         errno = saved;

@@ -14,6 +14,10 @@
  * has mmap'd, in a list kept in its own mmap'd block, so that a user can name all of its memory
  * (the leak detector excludes its own memory from the roots) and unmap all of it at once
  * (hs_arena_destroy). Arenas that do not opt in behave exactly as before.
+ *
+ * Fault injection, for tests (docs/testing.md): HEAPSCOPE_ARENA_FAIL_AFTER=N in the
+ * environment makes every mapping after the process's first N fail (a new chunk, a large
+ * block, a large block's growth), so the callers' out-of-memory paths can be walked through.
  */
 #ifndef HEAPSCOPE_COMMON_ARENA_H
 #define HEAPSCOPE_COMMON_ARENA_H

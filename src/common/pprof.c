@@ -993,6 +993,7 @@ struct rd {
     char *err;
     size_t err_cap;
     struct hs_pprof *p;
+    bool nomem; /* the failure was for want of memory: errno ENOMEM, else EINVAL */
 };
 
 /* What an error is about: "profile", or kind[idx]. */
@@ -1032,6 +1033,7 @@ static bool rd_nomem(struct rd *r, struct where w, size_t off)
     if (r->p->over_budget)
         return rd_fail(r, w, off, "the profile needs more than %zu bytes of memory (the limit)",
                        r->p->mem_limit);
+    r->nomem = true;
     return rd_fail(r, w, off, "out of memory");
 }
 
@@ -1616,8 +1618,11 @@ static bool rd_inflate(struct rd *r, const uint8_t *in, size_t n, size_t max, ui
                        size_t *out_len)
 {
     z_stream z = {0};
-    if (inflateInit2(&z, 15 + 32) != Z_OK)
+    int init = inflateInit2(&z, 15 + 32);
+    if (init != Z_OK) {
+        r->nomem = init == Z_MEM_ERROR;
         return rd_fail(r, TOP, 0, "cannot initialize zlib");
+    }
     size_t cap = n < max / 4 ? n * 4 : max;
     if (cap < 4096)
         cap = max < 4096 ? max + 1 : 4096;
@@ -1625,8 +1630,10 @@ static bool rd_inflate(struct rd *r, const uint8_t *in, size_t n, size_t max, ui
     size_t len = 0, in_left = n;
     const uint8_t *next = in;
     bool ok = buf != NULL;
-    if (!ok)
+    if (!ok) {
+        r->nomem = true;
         rd_fail(r, TOP, 0, "out of memory");
+    }
     while (ok) {
         if (z.avail_in == 0 && in_left > 0) {
             size_t chunk = in_left < UINT_MAX ? in_left : UINT_MAX;
@@ -1643,6 +1650,7 @@ static bool rd_inflate(struct rd *r, const uint8_t *in, size_t n, size_t max, ui
             size_t ncap = cap <= max / 2 ? cap * 2 : max + 1;
             uint8_t *q = realloc(buf, ncap);
             if (q == NULL) {
+                r->nomem = true;
                 ok = rd_fail(r, TOP, 0, "out of memory (%zu bytes of decompressed data)", ncap);
                 break;
             }
@@ -1675,6 +1683,7 @@ static bool rd_inflate(struct rd *r, const uint8_t *in, size_t n, size_t max, ui
         } else if (rc == Z_NEED_DICT) {
             ok = rd_fail(r, TOP, consumed, "the compressed data needs a preset dictionary");
         } else if (rc == Z_MEM_ERROR) {
+            r->nomem = true;
             ok = rd_fail(r, TOP, consumed, "out of memory in zlib");
         } else {
             ok = rd_fail(r, TOP, consumed, "corrupt compressed data: %s",
@@ -1751,20 +1760,24 @@ int hs_pprof_read_ex(const void *data, size_t len, size_t max_decoded, size_t ma
         max_memory = HS_PPROF_MAX_MEMORY;
     if (data == NULL || len == 0) {
         rd_fail(&r, TOP, 0, "empty input");
+        errno = EINVAL;
         return -1;
     }
     uint8_t *decoded = NULL;
     if (is_gzip(data, len) || is_zlib(data, len)) {
         size_t dlen = 0;
         r.offsets_in = " of the compressed input";
-        if (!rd_inflate(&r, data, len, max_decoded, &decoded, &dlen))
+        if (!rd_inflate(&r, data, len, max_decoded, &decoded, &dlen)) {
+            errno = r.nomem ? ENOMEM : EINVAL;
             return -1;
+        }
         r.b = decoded;
         r.n = dlen;
         r.offsets_in = " of the decompressed data";
         if (dlen == 0) {
             free(decoded);
             rd_fail(&r, TOP, 0, "empty input (after decompression)");
+            errno = EINVAL;
             return -1;
         }
     }
@@ -1772,6 +1785,7 @@ int hs_pprof_read_ex(const void *data, size_t len, size_t max_decoded, size_t ma
     if (p == NULL) {
         free(decoded);
         rd_fail(&r, TOP, 0, "out of memory");
+        errno = ENOMEM;
         return -1;
     }
     p->read_only = true;
@@ -1781,6 +1795,7 @@ int hs_pprof_read_ex(const void *data, size_t len, size_t max_decoded, size_t ma
     free(decoded);
     if (!ok) {
         hs_pprof_free(p);
+        errno = r.nomem ? ENOMEM : EINVAL;
         return -1;
     }
     *out = p;

@@ -167,7 +167,8 @@ int hs_pprof_write(struct hs_pprof *p, FILE *out, bool gzip);
 
 /* Decodes a pprof profile, gzip/zlib-compressed or raw, into a new read-only model in *out.
  * Returns 0, or -1 with *out NULL and a one-line message in err (if err_cap > 0; truncated
- * to fit): what was wrong and at which byte offset. Uses the default limits. */
+ * to fit): what was wrong and at which byte offset, and errno ENOMEM (memory ran out; over
+ * the max_memory limit is EINVAL) or EINVAL (not a valid profile). Uses the default limits. */
 int hs_pprof_read(const void *data, size_t len, struct hs_pprof **out, char *err, size_t err_cap);
 
 /* The same with explicit limits: max_decoded bytes of decompressed data, max_memory bytes of

@@ -13,6 +13,15 @@
  *
  * Calls made while the shim's own code runs (hs_md_in_shim: reports, backtrace capture)
  * take the same paths but capture no backtraces, so nothing recurses.
+ *
+ * Out of memory (the shim's arena cannot map more): a block the pointer table cannot record
+ * is given back and the allocation fails with ENOMEM, as under memory pressure; an untracked
+ * block would be reported as an UNKNOWN POINTER when freed, and never freed. An entry taken
+ * out of the table goes back into the slot it left (hs_md_ptr_restore: no memory needed). One
+ * case cannot be undone: glibc's realloc moved the block (the old one is gone) to an address
+ * the table has no room for. The block then moves once more, to a tracked allocation; failing
+ * that, it stays untracked, and from then on the shim no longer reports pointers it does not
+ * know (one of them may be that block): a lost check, never a false report.
  */
 #include "debug_alloc.h"
 
@@ -25,6 +34,7 @@
 #include "header.h"
 #include "heap_dump.h"
 #include "libc_malloc.h"
+#include "log.h"
 #include "pointer_table.h"
 #include "proc_maps.h"
 #include "report.h"
@@ -67,7 +77,10 @@ HS_INLINE struct hs_md_bt *capture_alloc_backtrace(size_t size)
     hs_md_in_shim++;
     size_t n = hs_md_capture(frames, cfg->backtrace_frames);
     hs_md_in_shim--;
-    return hs_md_bt_acquire(frames, n);
+    struct hs_md_bt *bt = hs_md_bt_acquire(frames, n);
+    if (__builtin_expect(!bt && n, 0))
+        hs_md_note_out_of_memory(); /* the block is tracked without its backtrace */
+    return bt;
 }
 
 HS_INLINE struct hs_md_bt *capture_free_backtrace(void)
@@ -79,15 +92,16 @@ HS_INLINE struct hs_md_bt *capture_free_backtrace(void)
     hs_md_in_shim++;
     size_t n = hs_md_capture(frames, max);
     hs_md_in_shim--;
-    return hs_md_bt_acquire(frames, n);
+    struct hs_md_bt *bt = hs_md_bt_acquire(frames, n);
+    if (__builtin_expect(!bt && n, 0))
+        hs_md_note_out_of_memory();
+    return bt;
 }
 
-/* Adds a new block to the pointer table. guard_bt, the backtrace a guarded block was given
- * (or NULL), is shared rather than captured twice: it has the same frames. */
-HS_INLINE void track(void *p, size_t size, struct hs_md_bt *guard_bt)
+/* The allocation backtrace of a block of `size` bytes: guard_bt, the backtrace a guarded
+ * block was given (or NULL), is shared rather than captured twice: it has the same frames. */
+HS_INLINE struct hs_md_bt *alloc_backtrace(size_t size, struct hs_md_bt *guard_bt)
 {
-    if (!hs_md.track || !p)
-        return;
     struct hs_md_bt *bt = NULL;
     if (guard_bt && (hs_md.cfg.options & HS_OPT_BACKTRACE) &&
         __atomic_load_n(&hs_md.backtrace_on, __ATOMIC_RELAXED) &&
@@ -97,9 +111,21 @@ HS_INLINE void track(void *p, size_t size, struct hs_md_bt *guard_bt)
     } else {
         bt = capture_alloc_backtrace(size);
     }
-    struct hs_md_ptr_info info = {size, bt};
-    if (!hs_md_ptr_add(p, &info))
-        hs_md_bt_release(info.bt);
+    return bt;
+}
+
+/* Adds a new block to the pointer table (see alloc_backtrace for guard_bt). False when the
+ * table could not record it: the caller must not hand the block out. */
+HS_INLINE bool track(void *p, size_t size, struct hs_md_bt *guard_bt)
+{
+    if (!hs_md.track)
+        return true;
+    struct hs_md_ptr_info info = {size, alloc_backtrace(size, guard_bt)};
+    if (__builtin_expect(hs_md_ptr_add(p, &info), 1))
+        return true;
+    hs_md_bt_release(info.bt);
+    hs_md_note_out_of_memory();
+    return false;
 }
 
 /* A guarded block (guarded.h) holding a header and user data of `size` bytes, or NULL. */
@@ -173,6 +199,25 @@ HS_INLINE bool sample_drawn(void)
     return hs_md.sample_guard && !hs_md_sample_skip() && hs_md_sample_due();
 }
 
+/* Gives back a new block that cannot be handed out (track failed): guarded or glibc's, with
+ * or without a header. */
+static void discard_new_block(void *p)
+{
+    struct hs_md_gblock *g;
+    if (hs_md_guarded_owns((uintptr_t)p) &&
+        hs_md_guarded_check(p, "malloc", true, &g) == HS_MD_GUARDED_LIVE) {
+        hs_md_guarded_release(g, NULL);
+        return;
+    }
+    if (hs_md.header) {
+        struct hs_md_header *h = hs_md_header_of(p);
+        h->tag = HS_MD_TAG_FREED;
+        __libc_free(h->orig_pointer);
+    } else {
+        __libc_free(p);
+    }
+}
+
 /* sample: this allocation was drawn for sample_guard (page_guard guards every one). */
 HS_INLINE void *debug_alloc_drawn(size_t size, size_t alignment, bool zero, bool sample)
 {
@@ -188,7 +233,10 @@ HS_INLINE void *debug_alloc_drawn(size_t size, size_t alignment, bool zero, bool
         if (!zero && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
             memset(p, hs_md.cfg.fill_alloc_value,
                    min_size(usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
-        track(p, size, guard_bt);
+        if (__builtin_expect(!track(p, size, guard_bt), 0)) {
+            discard_new_block(p);
+            p = fail_enomem();
+        }
     }
     hs_md_bt_release(guard_bt);
     return p;
@@ -212,6 +260,26 @@ static bool header_says_freed(const void *ptr)
     return ((const struct hs_md_header *)h)->tag == HS_MD_TAG_FREED;
 }
 
+/* Blocks handed out that the table could not record (see the top of this file); atomic. */
+static size_t g_untracked;
+
+/* Counts a block that goes out untracked; its entry's backtrace (if any) is dropped. */
+static void lose_track(struct hs_md_bt *bt)
+{
+    hs_md_bt_release(bt);
+    if (__atomic_fetch_add(&g_untracked, 1, __ATOMIC_RELAXED) == 0)
+        hs_log("%s: malloc debug could not record a block glibc's realloc moved (out of memory "
+               "for its own tables): pointers it does not know are no longer reported",
+               hs_log_program_name());
+}
+
+/* Puts back the entry of a block that stays (its old entry, or a new one for it). */
+static void keep_tracked(void *ptr, const struct hs_md_ptr_info *info)
+{
+    if (!hs_md_ptr_restore(ptr, info))
+        lose_track(info->bt);
+}
+
 /* Reports a pointer that is not a live allocation; free_track may know it was freed. */
 static void report_not_live(void *ptr, const char *function, bool known_freed)
 {
@@ -232,7 +300,10 @@ static bool verify_tracked(void *ptr, const char *function, bool take, struct hs
     if (hs_md.track) {
         bool live = take ? hs_md_ptr_remove(ptr, info) : hs_md_ptr_find(ptr, info);
         if (__builtin_expect(!live, 0)) {
-            report_not_live(ptr, function, hs_md.header && header_says_freed(ptr));
+            /* After a block went out untracked, an unknown pointer may be that block: it is
+             * left alone, neither reported nor freed. */
+            if (!__atomic_load_n(&g_untracked, __ATOMIC_RELAXED))
+                report_not_live(ptr, function, hs_md.header && header_says_freed(ptr));
             return false;
         }
     }
@@ -243,8 +314,8 @@ static bool verify_tracked(void *ptr, const char *function, bool take, struct hs
                 report_not_live(ptr, function, true);
             else
                 hs_md_report_invalid_tag(ptr, tag, function);
-            if (take && !hs_md_ptr_add(ptr, info)) /* the block stays as it was */
-                hs_md_bt_release(info->bt);
+            if (take && hs_md.track) /* the block stays as it was */
+                keep_tracked(ptr, info);
             info->bt = NULL;
             return false;
         }
@@ -348,7 +419,8 @@ static void *move_block(void *ptr, size_t size, size_t old_usable, bool sample)
     return new_ptr;
 }
 
-/* Replaces the table entry of a block that stays in place with its new size. */
+/* Replaces the table entry of a block that stays in place with its new size and backtrace
+ * (in the slot the old entry leaves: no memory needed). */
 static void retrack(void *ptr, size_t size)
 {
     if (!hs_md.track)
@@ -356,7 +428,8 @@ static void retrack(void *ptr, size_t size)
     struct hs_md_ptr_info old = {0, NULL};
     hs_md_ptr_remove(ptr, &old);
     hs_md_bt_release(old.bt);
-    track(ptr, size, NULL);
+    struct hs_md_ptr_info info = {size, alloc_backtrace(size, NULL)};
+    keep_tracked(ptr, &info);
 }
 
 static void *header_realloc(void *ptr, size_t size, bool sample)
@@ -392,13 +465,15 @@ static void *plain_realloc(void *ptr, size_t size, bool sample)
     size_t total;
     if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
         return fail_enomem();
+    /* Out of the table first: once glibc has freed the old block, another thread may get
+     * its address and add it. */
     struct hs_md_ptr_info old = {0, NULL};
     if (hs_md.track)
         hs_md_ptr_remove(ptr, &old);
     void *new_ptr = __libc_realloc(ptr, total);
     if (!new_ptr) {
-        if (hs_md.track && !hs_md_ptr_add(ptr, &old))
-            hs_md_bt_release(old.bt);
+        if (hs_md.track)
+            keep_tracked(ptr, &old);
         return NULL;
     }
     hs_md_bt_release(old.bt);
@@ -407,7 +482,24 @@ static void *plain_realloc(void *ptr, size_t size, bool sample)
         if (bytes > prev_usable)
             memset((char *)new_ptr + prev_usable, hs_md.cfg.fill_alloc_value, bytes - prev_usable);
     }
-    track(new_ptr, size, NULL);
+    if (!hs_md.track)
+        return new_ptr;
+    if (new_ptr == ptr) { /* in place: the slot the old entry left takes the new one */
+        struct hs_md_ptr_info info = {size, alloc_backtrace(size, NULL)};
+        keep_tracked(ptr, &info);
+        return ptr;
+    }
+    if (__builtin_expect(track(new_ptr, size, NULL), 1))
+        return new_ptr;
+    /* Moved to where the table has no room, the old block gone: move it once more, to a
+     * block the table records, or let it go untracked. */
+    void *tracked = debug_alloc_drawn(size, HS_MD_MIN_ALIGNMENT, false, false);
+    if (tracked) {
+        memcpy(tracked, new_ptr, size);
+        __libc_free(new_ptr);
+        return tracked;
+    }
+    lose_track(NULL);
     return new_ptr;
 }
 

@@ -15,6 +15,7 @@
 #include "debug_state.h"
 #include "guarded_block.h"
 #include "page_guard.h"
+#include "report.h"
 #include "sample_guard.h"
 
 #include <stdbool.h>
@@ -99,6 +100,8 @@ static inline __attribute__((always_inline)) struct hs_md_bt *hs_md_guarded_capt
     size_t n = hs_md_capture(frames, hs_md_guard_frames());
     hs_md_in_shim--;
     struct hs_md_bt *bt = hs_md_bt_acquire(frames, n);
+    if (__builtin_expect(!bt && n, 0))
+        hs_md_note_out_of_memory();
     hs_md_sample_charge(start);
     return bt;
 }

@@ -166,6 +166,23 @@ bool hs_md_ptr_add(const void *ptr, const struct hs_md_ptr_info *info)
     return true;
 }
 
+bool hs_md_ptr_restore(const void *ptr, const struct hs_md_ptr_info *info)
+{
+    uintptr_t key = ~(uintptr_t)ptr;
+    struct shard *s = shard_of((uintptr_t)ptr);
+    hs_spin_lock(&s->lock);
+    /* One empty slot must remain after the insertion, or probes would not end. The key is
+     * absent: its block is live and was taken out by the caller (put checks it). */
+    bool room = s->count + 2 <= s->capacity;
+    if (room) {
+        put(s, key, info->size, info->bt);
+        if (s->count > s->peak)
+            s->peak = s->count;
+    }
+    hs_spin_unlock(&s->lock);
+    return room;
+}
+
 bool hs_md_ptr_remove(const void *ptr, struct hs_md_ptr_info *out)
 {
     uintptr_t key = ~(uintptr_t)ptr;

@@ -25,6 +25,12 @@ struct hs_md_ptr_info {
  * the table ran out (the allocation then goes untracked). */
 bool hs_md_ptr_add(const void *ptr, const struct hs_md_ptr_info *info);
 
+/* Puts back an entry its caller has just removed (a check failed after all, or the block
+ * stays with a new size), never growing the shard: the slot it left is there, so this fails
+ * only when other threads filled the shard to its last free slot meanwhile. Takes over the
+ * reference to info->bt; false leaves it with the caller. */
+bool hs_md_ptr_restore(const void *ptr, const struct hs_md_ptr_info *info);
+
 /* Removes ptr and stores what it had in *out (the caller now owns the bt reference).
  * Returns false when ptr is not a live tracked allocation. */
 bool hs_md_ptr_remove(const void *ptr, struct hs_md_ptr_info *out);

@@ -105,3 +105,13 @@ void hs_md_report_invalid_tag(const void *ptr, uint32_t tag, const char *functio
     hs_log("+++ ALLOCATION %p HAS INVALID TAG %x (%s)", ptr, tag, function);
     hs_md_report_end_with_backtrace();
 }
+
+void hs_md_note_out_of_memory(void)
+{
+    static int noted;
+    if (__atomic_exchange_n(&noted, 1, __ATOMIC_RELAXED))
+        return;
+    hs_log("%s: malloc debug ran out of memory for its own tables: allocations it cannot track "
+           "fail with ENOMEM, backtraces it cannot store are left out",
+           hs_log_program_name());
+}

@@ -41,4 +41,9 @@ void hs_md_report_pointer_error(const void *ptr, const char *error, const char *
 /* The same for an invalid header tag: "+++ ALLOCATION %p HAS INVALID TAG %x (<function>)". */
 void hs_md_report_invalid_tag(const void *ptr, uint32_t tag, const char *function);
 
+/* Says once per process that the shim's own tables ran out of memory (the arena could not
+ * map more): from then on an allocation the pointer table cannot record fails with ENOMEM,
+ * and a backtrace that cannot be stored is left out. Never a false report. */
+void hs_md_note_out_of_memory(void);
+
 #endif

@@ -19,6 +19,7 @@ struct parser {
     size_t line_no;
     char *err;
     size_t err_cap;
+    bool out_of_memory; /* the failure was for want of memory (errno ENOMEM) */
 };
 
 static int fail(struct parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -30,7 +31,15 @@ static int fail(struct parser *ps, const char *fmt, ...)
     if (n >= 0 && (size_t)n < ps->err_cap)
         vsnprintf(ps->err + n, ps->err_cap - (size_t)n, fmt, ap);
     va_end(ap);
+    errno = EINVAL;
     return -1;
+}
+
+/* The failure for want of memory. */
+static int fail_nomem(struct parser *ps)
+{
+    ps->out_of_memory = true;
+    return fail(ps, "out of memory");
 }
 
 /* The next line (without its newline) in [*line, *len); false at the end. */
@@ -125,7 +134,7 @@ static int parse_record(struct parser *ps, const char *line, size_t len, struct 
         size_t cap = *records_cap ? *records_cap * 2 : 1024;
         struct hs_dump_record *r = realloc(d->records, cap * sizeof(*r));
         if (!r)
-            return fail(ps, "out of memory");
+            return fail_nomem(ps);
         d->records = r;
         *records_cap = cap;
     }
@@ -145,7 +154,7 @@ static int parse_record(struct parser *ps, const char *line, size_t len, struct 
             size_t cap = *frames_cap ? *frames_cap * 2 : 16384;
             uint64_t *f = realloc(d->frame_pool, cap * sizeof(*f));
             if (!f)
-                return fail(ps, "out of memory");
+                return fail_nomem(ps);
             d->frame_pool = f;
             *frames_cap = cap;
         }
@@ -161,7 +170,7 @@ static int parse_record(struct parser *ps, const char *line, size_t len, struct 
 int hs_dump_parse(const char *data, size_t len, struct hs_dump *d, char *err, size_t err_cap)
 {
     memset(d, 0, sizeof(*d));
-    struct parser ps = {data, data + len, 0, err, err_cap};
+    struct parser ps = {data, data + len, 0, err, err_cap, false};
     const char *line;
     size_t n;
     if (!next_line(&ps, &line, &n) || !starts_with(line, n, HEADER) || n != strlen(HEADER) + 1 ||
@@ -231,10 +240,11 @@ int hs_dump_parse(const char *data, size_t len, struct hs_dump *d, char *err, si
         if (!d->fingerprint)
             d->fingerprint = copy_text("", 0);
         if (!d->maps || !d->fingerprint)
-            rc = fail(&ps, "out of memory");
+            rc = fail_nomem(&ps);
     }
     if (rc != 0) {
         hs_dump_free(d);
+        errno = ps.out_of_memory ? ENOMEM : EINVAL;
         return -1;
     }
     for (size_t i = 0; i < d->num_records; i++)
@@ -278,18 +288,22 @@ int hs_dump_read_file(const char *path, struct hs_dump *out, char *err, size_t e
     close(fd);
     if (!data) {
         snprintf(err, err_cap, "%s: out of memory", path);
+        errno = ENOMEM;
         return -1;
     }
     if (read_errno != 0) {
         snprintf(err, err_cap, "%s: %s", path, strerror(read_errno));
         free(data);
+        errno = read_errno;
         return -1;
     }
     char inner[512];
     int rc = hs_dump_parse(data, len, out, inner, sizeof(inner));
+    int saved = errno;
     free(data);
     if (rc != 0)
         snprintf(err, err_cap, "%s: %s", path, inner);
+    errno = saved;
     return rc;
 }
 

@@ -36,10 +36,12 @@ struct hs_dump {
     uint64_t *frame_pool;
 };
 
-/* Parses the text at data (len bytes). Returns 0, or -1 with "line N: ..." in err. */
+/* Parses the text at data (len bytes). Returns 0, or -1 with "line N: ..." in err and errno
+ * ENOMEM (out of memory) or EINVAL (not a valid dump). */
 int hs_dump_parse(const char *data, size_t len, struct hs_dump *out, char *err, size_t err_cap);
 
-/* Reads and parses a file; on error err names the file and the line. */
+/* Reads and parses a file; on error err names the file and the line, and errno says why
+ * (ENOMEM: out of memory; EINVAL: not a valid dump; else the file's error). */
 int hs_dump_read_file(const char *path, struct hs_dump *out, char *err, size_t err_cap);
 
 void hs_dump_free(struct hs_dump *d);

@@ -1,4 +1,8 @@
-/* profile_model.c: building, symbolizing and diffing report profiles (see profile_model.h). */
+/* profile_model.c: building, symbolizing and diffing report profiles (see profile_model.h).
+ *
+ * Out of memory: every function that allocates says so to its caller (NULL, SIZE_MAX or
+ * false), and the public functions return -1 with errno ENOMEM; the profile is then left
+ * consistent (what was added so far), fit only for hs_rep_profile_free. */
 #include "profile_model.h"
 
 #include "hash.h"
@@ -7,6 +11,7 @@
 #include "proc_maps.h"
 #include "symbolizer.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +33,12 @@ static uint64_t hash_str(const char *s, size_t n)
     return h;
 }
 
-/* Finds s; inserts it with value `val` when absent (returns the stored key in *key). */
+/* Finds s; inserts it with value `val` when absent (returns the stored key in *key).
+ * SIZE_MAX when memory ran out (*key is then NULL). */
 static size_t strmap_get(struct strmap *m, const char *s, size_t n, size_t val, const char **key)
 {
+    if (key)
+        *key = NULL;
     if ((m->count + 1) * 2 > m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 1024;
         char **keys = calloc(cap, sizeof(*keys));
@@ -38,7 +46,7 @@ static size_t strmap_get(struct strmap *m, const char *s, size_t n, size_t val, 
         if (!keys || !vals) {
             free(keys);
             free(vals);
-            abort(); /* the report cannot go on without memory */
+            return SIZE_MAX;
         }
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->keys[i])
@@ -66,7 +74,7 @@ static size_t strmap_get(struct strmap *m, const char *s, size_t n, size_t val, 
     }
     char *k = malloc(n + 1);
     if (!k)
-        abort();
+        return SIZE_MAX;
     memcpy(k, s, n);
     k[n] = '\0';
     m->keys[j] = k;
@@ -91,35 +99,50 @@ struct impl {
     struct strmap labels;    /* frame label -> unused */
 };
 
+/* The profile's tables, made on first use; NULL when memory ran out. */
 static struct impl *impl_of(struct hs_rep_profile *p)
 {
-    if (!p->impl) {
+    if (!p->impl)
         p->impl = calloc(1, sizeof(struct impl));
-        if (!p->impl)
-            abort();
-    }
     return p->impl;
 }
 
+/* The profile's copy of s; NULL when memory ran out. */
 static const char *intern(struct hs_rep_profile *p, const char *s)
 {
-    const char *key;
-    strmap_get(&impl_of(p)->strings, s, strlen(s), 0, &key);
+    struct impl *im = impl_of(p);
+    const char *key = NULL;
+    if (im)
+        strmap_get(&im->strings, s, strlen(s), 0, &key);
     return key;
 }
 
-static void *grow(void *array, size_t *cap, size_t need, size_t elem)
+/* Makes room for `need` elements of `elem` bytes in *array (capacity *cap). False when memory
+ * ran out: *array and *cap are then as they were. */
+static bool grow_array(void **array, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
-        return array;
+        return true;
     size_t c = *cap ? *cap : 256;
     while (c < need)
         c *= 2;
-    void *a = realloc(array, c * elem);
+    void *a = c <= SIZE_MAX / elem ? realloc(*array, c * elem) : NULL;
     if (!a)
-        abort();
+        return false;
+    *array = a;
     *cap = c;
-    return a;
+    return true;
+}
+
+#define GROW(array, cap, need) grow_array((void **)&(array), &(cap), (need), sizeof(*(array)))
+
+/* The error of the public functions: out of memory. */
+static int out_of_memory(char *err, size_t err_cap)
+{
+    if (err)
+        snprintf(err, err_cap, "out of memory");
+    errno = ENOMEM;
+    return -1;
 }
 
 void hs_rep_profile_init(struct hs_rep_profile *p)
@@ -145,30 +168,36 @@ void hs_rep_profile_free(struct hs_rep_profile *p)
     memset(p, 0, sizeof(*p));
 }
 
-/* Appends a mapping to p; returns its index. */
+/* Appends a mapping to p; returns its index, or SIZE_MAX when memory ran out. */
 static size_t add_mapping(struct hs_rep_profile *p, uint64_t start, uint64_t limit, uint64_t offset,
                           const char *path, const char *build_id)
 {
-    p->mappings = grow(p->mappings, &p->cap_mappings, p->num_mappings + 1, sizeof(*p->mappings));
-    p->mappings[p->num_mappings] = (struct hs_rep_mapping){start, limit, offset, intern(p, path),
-                                                           intern(p, build_id ? build_id : "")};
+    const char *ipath = intern(p, path), *ibuild_id = intern(p, build_id ? build_id : "");
+    if (!ipath || !ibuild_id || !GROW(p->mappings, p->cap_mappings, p->num_mappings + 1))
+        return SIZE_MAX;
+    p->mappings[p->num_mappings] = (struct hs_rep_mapping){start, limit, offset, ipath, ibuild_id};
     return p->num_mappings++;
 }
 
-/* Takes an input's period type: the first one wins, the largest period of it stays. */
-static void merge_period(struct hs_rep_profile *p, const char *type, const char *unit,
+/* Takes an input's period type: the first one wins, the largest period of it stays. False
+ * when memory ran out. */
+static bool merge_period(struct hs_rep_profile *p, const char *type, const char *unit,
                          int64_t period)
 {
     if (!type[0] && !unit[0])
-        return;
+        return true;
     if (!p->period_type) {
-        p->period_type = intern(p, type);
-        p->period_unit = intern(p, unit);
+        const char *itype = intern(p, type), *iunit = intern(p, unit);
+        if (!itype || !iunit)
+            return false;
+        p->period_type = itype;
+        p->period_unit = iunit;
         p->period = period;
     } else if (strcmp(p->period_type, type) == 0 && strcmp(p->period_unit, unit) == 0 &&
                period > p->period) {
         p->period = period;
     }
+    return true;
 }
 
 /* Symbolizes pc into a new location of p, in the given mapping (or HS_REP_NO_MAPPING).
@@ -176,15 +205,15 @@ static void merge_period(struct hs_rep_profile *p, const char *type, const char 
  * stored, Android's, Go's) or return addresses (dumps of earlier heapscope versions), and the
  * file does not say which: both are looked up at pc - 1, which lies inside the call
  * instruction either way (an x86_64 call is at least 2 bytes long). The location keeps the pc
- * as the file has it. */
+ * as the file has it. Returns the location's index, or SIZE_MAX when memory ran out. */
 static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, uint64_t pc,
                            size_t mapping)
 {
     struct hs_frame_info info[HS_SYMBOLIZE_MAX_FRAMES];
     size_t n = sym ? hs_symbolize(sym, (uintptr_t)pc, 1, info, HS_SYMBOLIZE_MAX_FRAMES) : 0;
-    p->locations =
-        grow(p->locations, &p->cap_locations, p->num_locations + 1, sizeof(*p->locations));
-    p->frames = grow(p->frames, &p->cap_frames, p->num_frames + (n ? n : 1), sizeof(*p->frames));
+    if (!GROW(p->locations, p->cap_locations, p->num_locations + 1) ||
+        !GROW(p->frames, p->cap_frames, p->num_frames + (n ? n : 1)))
+        return SIZE_MAX;
     struct hs_rep_location *loc = &p->locations[p->num_locations];
     loc->pc = pc;
     loc->mapping = mapping;
@@ -193,6 +222,8 @@ static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, 
     loc->map = intern(p, n ? info[0].map_path : "");
     loc->rel_pc = n ? info[0].rel_pc : pc;
     loc->build_id = intern(p, n ? info[0].build_id : "");
+    if (!loc->map || !loc->build_id)
+        return SIZE_MAX;
     /* A dump's MAPS has no build ids: the file the symbolizer read gives it. */
     if (mapping != HS_REP_NO_MAPPING && !p->mappings[mapping].build_id[0] && loc->build_id[0] &&
         strcmp(loc->map, p->mappings[mapping].path) == 0)
@@ -200,7 +231,10 @@ static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, 
     if (n == 0) {
         char name[32];
         snprintf(name, sizeof(name), "0x%" PRIx64, pc);
-        p->frames[p->num_frames++] = (struct hs_rep_frame){intern(p, name), "", 0, false};
+        const char *iname = intern(p, name);
+        if (!iname)
+            return SIZE_MAX;
+        p->frames[p->num_frames++] = (struct hs_rep_frame){iname, "", 0, false};
     }
     for (size_t i = 0; i < n; i++) {
         const char *fn = info[i].demangled[0] ? info[i].demangled : info[i].function;
@@ -213,8 +247,11 @@ static size_t add_location(struct hs_rep_profile *p, struct hs_symbolizer *sym, 
                      info[i].rel_pc);
             fn = unknown;
         }
-        p->frames[p->num_frames++] = (struct hs_rep_frame){intern(p, fn), intern(p, info[i].file),
-                                                           info[i].line, info[i].inlined};
+        const char *ifn = intern(p, fn), *ifile = intern(p, info[i].file);
+        if (!ifn || !ifile)
+            return SIZE_MAX;
+        p->frames[p->num_frames++] =
+            (struct hs_rep_frame){ifn, ifile, info[i].line, info[i].inlined};
     }
     return p->num_locations++;
 }
@@ -226,7 +263,8 @@ static const char *file_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-/* The stack with these locations (keyed by what the report shows of them), created when new. */
+/* The stack with these locations (keyed by what the report shows of them), created when new;
+ * NULL when memory ran out. */
 static struct hs_rep_stack *stack_for(struct hs_rep_profile *p, const size_t *locs, size_t depth)
 {
     /* Key: every frame's function, source file name and line, what a person reads: runs at
@@ -253,19 +291,22 @@ static struct hs_rep_stack *stack_for(struct hs_rep_profile *p, const size_t *lo
             len += (size_t)sprintf(key + len, "%s\x01%s\x01%u\x02", fr->function, file, fr->line);
         }
     }
-    if (!key)
-        abort();
     struct impl *im = impl_of(p);
-    size_t idx = strmap_get(&im->stack_ids, key, len, p->num_stacks, NULL);
+    /* Room for the stack first: once its key is in the map, its index must exist. */
+    if (!key || !im || !GROW(p->stacks, p->cap_stacks, p->num_stacks + 1)) {
+        free(key);
+        return NULL;
+    }
+    size_t *copy = malloc((depth ? depth : 1) * sizeof(size_t));
+    size_t idx = copy ? strmap_get(&im->stack_ids, key, len, p->num_stacks, NULL) : SIZE_MAX;
     free(key);
-    if (idx < p->num_stacks)
-        return &p->stacks[idx];
-    p->stacks = grow(p->stacks, &p->cap_stacks, p->num_stacks + 1, sizeof(*p->stacks));
+    if (idx < p->num_stacks || idx == SIZE_MAX) {
+        free(copy);
+        return idx == SIZE_MAX ? NULL : &p->stacks[idx];
+    }
     struct hs_rep_stack *st = &p->stacks[p->num_stacks++];
     memset(st, 0, sizeof(*st));
-    st->locations = malloc((depth ? depth : 1) * sizeof(size_t));
-    if (!st->locations)
-        abort();
+    st->locations = copy;
     memcpy(st->locations, locs, depth * sizeof(size_t));
     st->depth = depth;
     return st;
@@ -278,14 +319,18 @@ struct pcmap {
     size_t cap, count;
 };
 
+/* The value slot of pc (*found: it was there), or NULL when memory ran out. */
 static size_t *pcmap_slot(struct pcmap *m, uint64_t pc, bool *found)
 {
     if ((m->count + 1) * 2 > m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 4096;
         uint64_t *keys = calloc(cap, sizeof(*keys));
         size_t *vals = calloc(cap, sizeof(*vals));
-        if (!keys || !vals)
-            abort();
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            return NULL;
+        }
         for (size_t i = 0; i < m->cap; i++) {
             if (!m->keys[i])
                 continue;
@@ -313,12 +358,14 @@ static size_t *pcmap_slot(struct pcmap *m, uint64_t pc, bool *found)
     return &m->vals[j];
 }
 
-/* The executable file mappings of a dump's MAPS, appended to p. */
+/* The executable file mappings of a dump's MAPS, appended to p; non-zero (the parser stops)
+ * when memory ran out. */
 static int add_dump_mapping(const struct hs_map *m, void *arg)
 {
     struct hs_rep_profile *p = arg;
-    if (m->path[0] == '/' && (m->perms & HS_MAP_EXEC))
-        add_mapping(p, m->start, m->end, m->offset, m->path, "");
+    if (m->path[0] == '/' && (m->perms & HS_MAP_EXEC) &&
+        add_mapping(p, m->start, m->end, m->offset, m->path, "") == SIZE_MAX)
+        return -1;
     return 0;
 }
 
@@ -348,31 +395,36 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
 {
     struct hs_symbolizer *sym = hs_symbolizer_new(opt->symbols_dir);
     if (!sym) {
+        if (errno == ENOMEM)
+            return out_of_memory(err, err_cap);
         snprintf(err, err_cap, "cannot set up the symbolizer");
         return -1;
     }
-    hs_symbolizer_add_maps_text(sym, d->maps, d->maps_len);
     /* This dump's mappings, for pprof output: each location points at the one holding it. */
     size_t first_mapping = p->num_mappings;
     struct hs_map scratch;
     struct hs_maps_parser parser;
     hs_maps_parser_init(&parser, &scratch);
-    if (hs_maps_parser_feed(&parser, d->maps, d->maps_len, add_dump_mapping, p) == 0)
-        hs_maps_parser_finish(&parser, add_dump_mapping, p);
+    /* Malformed lines are skipped (EINVAL); without memory the report would lack symbols. */
+    bool ok = hs_symbolizer_add_maps_text(sym, d->maps, d->maps_len) == 0 || errno != ENOMEM;
+    int rc = ok ? hs_maps_parser_feed(&parser, d->maps, d->maps_len, add_dump_mapping, p) : 0;
+    if (ok && rc == 0)
+        rc = hs_maps_parser_finish(&parser, add_dump_mapping, p);
+    ok = ok && rc == 0;
     if (p->num_mappings > first_mapping)
         qsort(p->mappings + first_mapping, p->num_mappings - first_mapping, sizeof(*p->mappings),
               by_start);
     /* A heap dump holds every allocation: nothing was sampled. */
-    merge_period(p, "space", "bytes", 1);
+    ok = ok && merge_period(p, "space", "bytes", 1);
 
     /* Count the distinct pcs first, for the progress line. */
     struct pcmap pcs = {0};
     size_t distinct = 0, done = 0;
-    for (size_t r = 0; r < d->num_records; r++)
-        for (uint32_t f = 0; f < d->records[r].num_frames; f++) {
+    for (size_t r = 0; ok && r < d->num_records; r++)
+        for (uint32_t f = 0; ok && f < d->records[r].num_frames; f++) {
             bool found;
-            pcmap_slot(&pcs, d->records[r].frames[f], &found);
-            distinct += !found;
+            ok = pcmap_slot(&pcs, d->records[r].frames[f], &found) != NULL;
+            distinct += ok && !found;
         }
     free(pcs.keys);
     free(pcs.vals);
@@ -380,22 +432,29 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
     bool tty = opt->progress && isatty(2);
 
     size_t *locs = NULL, locs_cap = 0;
-    for (size_t r = 0; r < d->num_records; r++) {
+    for (size_t r = 0; ok && r < d->num_records; r++) {
         const struct hs_dump_record *rec = &d->records[r];
-        locs = grow(locs, &locs_cap, rec->num_frames + 1, sizeof(*locs));
-        for (uint32_t f = 0; f < rec->num_frames; f++) {
+        ok = GROW(locs, locs_cap, rec->num_frames + 1);
+        for (uint32_t f = 0; ok && f < rec->num_frames; f++) {
             bool found;
             size_t *slot = pcmap_slot(&pcs, rec->frames[f], &found);
-            if (!found) {
+            ok = slot != NULL;
+            if (ok && !found) {
                 *slot = add_location(p, sym, rec->frames[f],
                                      mapping_of(p, first_mapping, p->num_mappings, rec->frames[f]));
+                ok = *slot != SIZE_MAX;
                 if (tty && (++done % 1000 == 0 || done == distinct))
                     fprintf(stderr, "\rheapscope report: symbolizing %zu/%zu addresses", done,
                             distinct);
             }
-            locs[f] = *slot;
+            if (ok)
+                locs[f] = *slot;
         }
-        struct hs_rep_stack *st = stack_for(p, locs, rec->num_frames);
+        struct hs_rep_stack *st = ok ? stack_for(p, locs, rec->num_frames) : NULL;
+        if (!st) {
+            ok = false;
+            break;
+        }
         int64_t bytes = (int64_t)(rec->size * rec->num), count = (int64_t)rec->num;
         st->values[HS_FG_INUSE_BYTES] += bytes;
         st->values[HS_FG_INUSE_COUNT] += count;
@@ -404,13 +463,13 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
     }
     if (tty && distinct >= 1000)
         fprintf(stderr, "\n");
-    else if (opt->progress && distinct >= 10000)
+    else if (ok && opt->progress && distinct >= 10000)
         fprintf(stderr, "heapscope report: symbolized %zu addresses\n", distinct);
     free(locs);
     free(pcs.keys);
     free(pcs.vals);
     hs_symbolizer_free(sym);
-    return 0;
+    return ok ? 0 : out_of_memory(err, err_cap);
 }
 
 /* The report value a pprof sample type carries, or -1. */
@@ -432,7 +491,8 @@ static int value_of_type(struct hs_pprof_value_type t)
 }
 
 /* A location of the profile as a report location: its own lines when the profile is
- * symbolized, else symbolized here from its mapping's file (if the build ids agree). */
+ * symbolized, else symbolized here from its mapping's file (if the build ids agree). Returns
+ * its index, or SIZE_MAX when memory ran out. */
 static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof *pp,
                                  struct hs_pprof_location_view l, size_t first_mapping,
                                  struct hs_symbolizer *sym, bool *warned)
@@ -444,6 +504,8 @@ static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof
     size_t mapping = mi != HS_PPROF_NONE ? first_mapping + mi : HS_REP_NO_MAPPING;
     if (l.num_lines == 0) {
         size_t idx = add_location(p, sym, l.address, mapping);
+        if (idx == SIZE_MAX)
+            return SIZE_MAX;
         struct hs_rep_location *loc = &p->locations[idx];
         if (m.build_id && m.build_id[0] && loc->build_id[0] &&
             strcmp(m.build_id, loc->build_id) != 0) {
@@ -456,20 +518,25 @@ static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof
             *warned = true;
             char name[64];
             snprintf(name, sizeof(name), "0x%" PRIx64, l.address);
+            const char *iname = intern(p, name);
+            if (!iname)
+                return SIZE_MAX;
             loc->num_frames = 1;
-            p->frames[loc->first_frame] = (struct hs_rep_frame){intern(p, name), "", 0, false};
+            p->frames[loc->first_frame] = (struct hs_rep_frame){iname, "", 0, false};
         }
         return idx;
     }
-    p->locations =
-        grow(p->locations, &p->cap_locations, p->num_locations + 1, sizeof(*p->locations));
-    p->frames = grow(p->frames, &p->cap_frames, p->num_frames + l.num_lines, sizeof(*p->frames));
+    if (!GROW(p->locations, p->cap_locations, p->num_locations + 1) ||
+        !GROW(p->frames, p->cap_frames, p->num_frames + l.num_lines))
+        return SIZE_MAX;
     struct hs_rep_location *loc = &p->locations[p->num_locations];
     loc->pc = l.address;
     loc->mapping = mapping;
     loc->map = intern(p, m.filename ? m.filename : "");
     loc->rel_pc = m.filename ? l.address - m.start + m.offset : l.address;
     loc->build_id = intern(p, m.build_id ? m.build_id : "");
+    if (!loc->map || !loc->build_id)
+        return SIZE_MAX;
     loc->first_frame = p->num_frames;
     loc->num_frames = l.num_lines;
     for (size_t i = 0; i < l.num_lines; i++) {
@@ -484,9 +551,11 @@ static size_t add_pprof_location(struct hs_rep_profile *p, const struct hs_pprof
             snprintf(unknown, sizeof(unknown), "0x%" PRIx64, l.address);
             name = unknown;
         }
+        const char *iname = intern(p, name), *ifile = intern(p, f.filename ? f.filename : "");
+        if (!iname || !ifile)
+            return SIZE_MAX;
         p->frames[p->num_frames++] = (struct hs_rep_frame){
-            intern(p, name), intern(p, f.filename ? f.filename : ""),
-            l.lines[i].line > 0 ? (unsigned)l.lines[i].line : 0, i + 1 < l.num_lines};
+            iname, ifile, l.lines[i].line > 0 ? (unsigned)l.lines[i].line : 0, i + 1 < l.num_lines};
     }
     return p->num_locations++;
 }
@@ -510,37 +579,48 @@ int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
     }
     p->has_alloc = p->num_stacks == 0 ? alloc : (p->has_alloc && alloc);
     struct hs_pprof_value_type period = hs_pprof_period_type(pp);
-    merge_period(p, period.type, period.unit, hs_pprof_period(pp));
+    bool ok = merge_period(p, period.type, period.unit, hs_pprof_period(pp));
     /* The profile's mappings, all of them: its locations point into them. */
     size_t first_mapping = p->num_mappings;
-    for (size_t i = 0; i < hs_pprof_num_mappings(pp); i++) {
+    for (size_t i = 0; ok && i < hs_pprof_num_mappings(pp); i++) {
         struct hs_pprof_mapping_view m = hs_pprof_mapping_at(pp, i);
-        add_mapping(p, m.start, m.limit, m.offset, m.filename, m.build_id);
+        ok = add_mapping(p, m.start, m.limit, m.offset, m.filename, m.build_id) != SIZE_MAX;
     }
 
-    /* Unsymbolized locations are symbolized here, from the mappings' files. */
-    struct hs_symbolizer *sym = hs_symbolizer_new(opt->symbols_dir);
-    for (size_t i = 0; sym && i < hs_pprof_num_mappings(pp); i++) {
+    /* Unsymbolized locations are symbolized here, from the mappings' files (without a
+     * symbolizer, for want of memory, the report would lack their names). */
+    struct hs_symbolizer *sym = ok ? hs_symbolizer_new(opt->symbols_dir) : NULL;
+    ok = ok && (sym || errno != ENOMEM);
+    for (size_t i = 0; ok && sym && i < hs_pprof_num_mappings(pp); i++) {
         struct hs_pprof_mapping_view m = hs_pprof_mapping_at(pp, i);
-        if (m.filename[0] == '/' && m.limit > m.start)
-            hs_symbolizer_add_map(sym, m.start, m.limit, m.offset, m.filename);
+        if (m.filename[0] == '/' && m.limit > m.start &&
+            hs_symbolizer_add_map(sym, m.start, m.limit, m.offset, m.filename) != 0)
+            ok = errno != ENOMEM;
     }
     size_t n = hs_pprof_num_locations(pp);
-    size_t *loc_index = malloc((n ? n : 1) * sizeof(size_t));
-    if (!loc_index)
-        abort();
+    size_t *loc_index = ok ? malloc((n ? n : 1) * sizeof(size_t)) : NULL;
+    ok = ok && loc_index;
     bool warned = false;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; ok && i < n; i++) {
         loc_index[i] =
             add_pprof_location(p, pp, hs_pprof_location_at(pp, i), first_mapping, sym, &warned);
+        ok = loc_index[i] != SIZE_MAX;
+    }
 
     size_t *locs = NULL, locs_cap = 0;
-    for (size_t s = 0; s < hs_pprof_num_samples(pp); s++) {
+    for (size_t s = 0; ok && s < hs_pprof_num_samples(pp); s++) {
         struct hs_pprof_sample_view sv = hs_pprof_sample_at(pp, s);
-        locs = grow(locs, &locs_cap, sv.num_locations + 1, sizeof(*locs));
+        if (!GROW(locs, locs_cap, sv.num_locations + 1)) {
+            ok = false;
+            break;
+        }
         for (size_t l = 0; l < sv.num_locations; l++)
             locs[l] = loc_index[hs_pprof_location_index(pp, sv.location_ids[l])];
         struct hs_rep_stack *st = stack_for(p, locs, sv.num_locations);
+        if (!st) {
+            ok = false;
+            break;
+        }
         for (size_t t = 0; t < sv.num_values && t < num_types; t++) {
             if (map_type[t] < 0)
                 continue;
@@ -552,55 +632,72 @@ int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
     free(loc_index);
     if (sym)
         hs_symbolizer_free(sym);
-    return 0;
+    return ok ? 0 : out_of_memory(err, err_cap);
 }
 
-/* Copies a stack of `from` into p (by its names), returning p's stack. from's mapping i is
- * p's mapping first_mapping + i. */
+/* Copies a location of `from` into p (by its names); returns its index in p, or SIZE_MAX when
+ * memory ran out. from's mapping i is p's mapping first_mapping + i. */
+static size_t import_location(struct hs_rep_profile *p, const struct hs_rep_location *l,
+                              const struct hs_rep_profile *from, size_t first_mapping)
+{
+    if (!GROW(p->locations, p->cap_locations, p->num_locations + 1) ||
+        !GROW(p->frames, p->cap_frames, p->num_frames + l->num_frames))
+        return SIZE_MAX;
+    struct hs_rep_location *nl = &p->locations[p->num_locations];
+    *nl = *l;
+    if (l->mapping != HS_REP_NO_MAPPING)
+        nl->mapping = first_mapping + l->mapping;
+    nl->map = intern(p, l->map);
+    nl->build_id = intern(p, l->build_id);
+    nl->first_frame = p->num_frames;
+    if (!nl->map || !nl->build_id)
+        return SIZE_MAX;
+    for (size_t f = 0; f < l->num_frames; f++) {
+        struct hs_rep_frame fr = from->frames[l->first_frame + f];
+        fr.function = intern(p, fr.function);
+        fr.file = intern(p, fr.file);
+        if (!fr.function || !fr.file)
+            return SIZE_MAX;
+        p->frames[p->num_frames++] = fr;
+    }
+    return p->num_locations++;
+}
+
+/* Copies a stack of `from` into p (by its names), returning p's stack, or NULL when memory ran
+ * out. from's mapping i is p's mapping first_mapping + i. */
 static struct hs_rep_stack *import_stack(struct hs_rep_profile *p,
                                          const struct hs_rep_profile *from,
                                          const struct hs_rep_stack *st, size_t first_mapping)
 {
     size_t *locs = malloc((st->depth ? st->depth : 1) * sizeof(size_t));
     if (!locs)
-        abort();
+        return NULL;
     for (size_t i = 0; i < st->depth; i++) {
-        const struct hs_rep_location *l = &from->locations[st->locations[i]];
-        p->locations =
-            grow(p->locations, &p->cap_locations, p->num_locations + 1, sizeof(*p->locations));
-        p->frames =
-            grow(p->frames, &p->cap_frames, p->num_frames + l->num_frames, sizeof(*p->frames));
-        struct hs_rep_location *nl = &p->locations[p->num_locations];
-        *nl = *l;
-        if (l->mapping != HS_REP_NO_MAPPING)
-            nl->mapping = first_mapping + l->mapping;
-        nl->map = intern(p, l->map);
-        nl->build_id = intern(p, l->build_id);
-        nl->first_frame = p->num_frames;
-        for (size_t f = 0; f < l->num_frames; f++) {
-            struct hs_rep_frame fr = from->frames[l->first_frame + f];
-            fr.function = intern(p, fr.function);
-            fr.file = intern(p, fr.file);
-            p->frames[p->num_frames++] = fr;
+        locs[i] = import_location(p, &from->locations[st->locations[i]], from, first_mapping);
+        if (locs[i] == SIZE_MAX) {
+            free(locs);
+            return NULL;
         }
-        locs[i] = p->num_locations++;
     }
     struct hs_rep_stack *mine = stack_for(p, locs, st->depth);
     free(locs);
     return mine;
 }
 
-void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base)
+int hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base)
 {
     size_t first_mapping = p->num_mappings;
     for (size_t i = 0; i < base->num_mappings; i++) {
         const struct hs_rep_mapping *m = &base->mappings[i];
-        add_mapping(p, m->start, m->limit, m->offset, m->path, m->build_id);
+        if (add_mapping(p, m->start, m->limit, m->offset, m->path, m->build_id) == SIZE_MAX)
+            return out_of_memory(NULL, 0);
     }
-    if (base->period_type)
-        merge_period(p, base->period_type, base->period_unit, base->period);
+    if (base->period_type && !merge_period(p, base->period_type, base->period_unit, base->period))
+        return out_of_memory(NULL, 0);
     for (size_t i = 0; i < base->num_stacks; i++) {
         struct hs_rep_stack *st = import_stack(p, base, &base->stacks[i], first_mapping);
+        if (!st)
+            return out_of_memory(NULL, 0);
         for (int v = 0; v < HS_FG_VALUES; v++)
             st->base[v] += base->stacks[i].values[v];
     }
@@ -608,6 +705,7 @@ void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base)
         p->base_totals[v] = base->totals[v];
     p->diff = true;
     p->has_alloc = p->has_alloc && base->has_alloc;
+    return 0;
 }
 
 const char *hs_rep_frame_label(struct hs_rep_profile *p, const struct hs_rep_frame *f)
@@ -617,7 +715,11 @@ const char *hs_rep_frame_label(struct hs_rep_profile *p, const struct hs_rep_fra
         snprintf(buf, sizeof(buf), "%s (%s:%u)", f->function, file_name(f->file), f->line);
     else
         snprintf(buf, sizeof(buf), "%s", f->function);
-    const char *key;
-    strmap_get(&impl_of(p)->labels, buf, strlen(buf), 0, &key);
+    struct impl *im = impl_of(p);
+    const char *key = NULL;
+    if (im)
+        strmap_get(&im->labels, buf, strlen(buf), 0, &key);
+    if (!key)
+        errno = ENOMEM;
     return key;
 }

@@ -85,6 +85,10 @@ struct hs_rep_options {
 void hs_rep_profile_init(struct hs_rep_profile *p);
 void hs_rep_profile_free(struct hs_rep_profile *p);
 
+/* Out of memory: the functions below that can fail return -1 (NULL) with errno ENOMEM (and
+ * err "out of memory"); the profile then holds what was added before, fit only for
+ * hs_rep_profile_free. */
+
 /* Adds a parsed heap dump (symbolizing it with its MAPS). Returns 0 or -1 with err. */
 int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
                     const struct hs_rep_options *opt, char *err, size_t err_cap);
@@ -98,10 +102,11 @@ int hs_rep_add_pprof(struct hs_rep_profile *p, const struct hs_pprof *pp,
                      const struct hs_rep_options *opt, char *err, size_t err_cap);
 
 /* Makes p the difference "p - base": every stack of either gets base values; the base's
- * stacks that p lacks bring their locations and mappings along. */
-void hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base);
+ * stacks that p lacks bring their locations and mappings along. Returns 0, or -1 (ENOMEM). */
+int hs_rep_diff(struct hs_rep_profile *p, const struct hs_rep_profile *base);
 
-/* "function (file:line)" display name of a frame, in a static-lifetime pool of p. */
+/* "function (file:line)" display name of a frame, in a static-lifetime pool of p; NULL
+ * (ENOMEM) when memory ran out. */
 const char *hs_rep_frame_label(struct hs_rep_profile *p, const struct hs_rep_frame *f);
 
 #endif

@@ -1,6 +1,7 @@
 /* text_report.c: the text report and folded stacks of `heapscope report` (see outputs.h). */
 #include "outputs.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ struct fn_stat {
     size_t seen_in_stack; /* stack index + 1 of the last stack counted in total */
 };
 
+/* The entry of label, added when new; NULL when memory ran out. */
 static struct fn_stat *fn_find(struct fn_stat **stats, size_t *n, size_t *cap, const char *label)
 {
     /* Labels are interned: compare pointers. Linear probing over a small open table. */
@@ -68,7 +70,7 @@ static struct fn_stat *fn_find(struct fn_stat **stats, size_t *n, size_t *cap, c
         size_t c = *cap ? *cap * 2 : 1024;
         struct fn_stat *t = calloc(c, sizeof(*t));
         if (!t)
-            abort();
+            return NULL;
         for (size_t i = 0; i < *cap; i++) {
             if (!(*stats)[i].label)
                 continue;
@@ -97,11 +99,14 @@ static void add_values(int64_t *dst, const int64_t *src)
         dst[v] += src[v];
 }
 
-static void print_function_table(FILE *out, struct hs_rep_profile *p, struct fn_stat *stats,
-                                 size_t cap, size_t n, bool self,
-                                 const struct hs_rep_output_options *o)
+/* Returns 0, or -1 with errno ENOMEM. */
+static int print_function_table(FILE *out, struct hs_rep_profile *p, struct fn_stat *stats,
+                                size_t cap, size_t n, bool self,
+                                const struct hs_rep_output_options *o)
 {
     struct ranked *r = malloc((n ? n : 1) * sizeof(*r));
+    if (!r)
+        return -1;
     size_t k = 0;
     for (size_t i = 0; i < cap; i++) {
         if (!stats[i].label)
@@ -132,6 +137,7 @@ static void print_function_table(FILE *out, struct hs_rep_profile *p, struct fn_
                 percent(value_of(p, v, b, bytes_value), whole), count, s->label);
     }
     free(r);
+    return 0;
 }
 
 int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o)
@@ -181,8 +187,13 @@ int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
             for (size_t f = 0; f < loc->num_frames; f++) {
                 const struct hs_rep_frame *fr = &p->frames[loc->first_frame + f];
                 const char *obj = strrchr(loc->map, '/');
-                fprintf(out, "        %s%s  [%s]\n", hs_rep_frame_label(p, fr),
-                        fr->inlined ? "  (inlined)" : "", obj ? obj + 1 : loc->map);
+                const char *label = hs_rep_frame_label(p, fr);
+                if (!label) {
+                    free(r);
+                    return -1;
+                }
+                fprintf(out, "        %s%s  [%s]\n", label, fr->inlined ? "  (inlined)" : "",
+                        obj ? obj + 1 : loc->map);
             }
         }
     }
@@ -198,7 +209,12 @@ int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
             const struct hs_rep_location *loc = &p->locations[st->locations[l]];
             for (size_t f = 0; f < loc->num_frames; f++) {
                 const char *label = hs_rep_frame_label(p, &p->frames[loc->first_frame + f]);
-                struct fn_stat *s = fn_find(&stats, &n, &cap, label);
+                struct fn_stat *s = label ? fn_find(&stats, &n, &cap, label) : NULL;
+                if (!s) {
+                    free(stats);
+                    errno = ENOMEM;
+                    return -1;
+                }
                 if (l == 0 && f == 0) {
                     add_values(s->self, st->values);
                     add_values(s->self_base, st->base);
@@ -211,13 +227,15 @@ int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
             }
         }
     }
-    print_function_table(out, p, stats, cap, n, true, o);
-    print_function_table(out, p, stats, cap, n, false, o);
+    int rc = print_function_table(out, p, stats, cap, n, true, o);
+    if (rc == 0)
+        rc = print_function_table(out, p, stats, cap, n, false, o);
     free(stats);
-    return ferror(out) ? -1 : 0;
+    return rc != 0 || ferror(out) ? -1 : 0;
 }
 
-/* Calls fn with the labels of a stack, root first. */
+/* Puts the labels of a stack, root first, in *labels (*cap entries, grown as needed); returns
+ * how many, or SIZE_MAX (errno ENOMEM) when memory ran out. */
 static size_t stack_labels(struct hs_rep_profile *p, const struct hs_rep_stack *st,
                            const char ***labels, size_t *cap)
 {
@@ -226,12 +244,16 @@ static size_t stack_labels(struct hs_rep_profile *p, const struct hs_rep_stack *
         const struct hs_rep_location *loc = &p->locations[st->locations[l]];
         for (size_t f = loc->num_frames; f-- > 0;) {
             if (n == *cap) {
-                *cap = *cap ? *cap * 2 : 64;
-                *labels = realloc(*labels, *cap * sizeof(**labels));
-                if (!*labels)
-                    abort();
+                size_t c = *cap ? *cap * 2 : 64;
+                const char **grown = realloc(*labels, c * sizeof(**labels));
+                if (!grown)
+                    return SIZE_MAX;
+                *labels = grown;
+                *cap = c;
             }
-            (*labels)[n++] = hs_rep_frame_label(p, &p->frames[loc->first_frame + f]);
+            (*labels)[n] = hs_rep_frame_label(p, &p->frames[loc->first_frame + f]);
+            if (!(*labels)[n++])
+                return SIZE_MAX;
         }
     }
     return n;
@@ -247,6 +269,10 @@ int hs_rep_write_folded(FILE *out, struct hs_rep_profile *p, const struct hs_rep
         if (v == 0 && (!p->diff || before == 0))
             continue;
         size_t n = stack_labels(p, st, &labels, &cap);
+        if (n == SIZE_MAX) {
+            free(labels);
+            return -1;
+        }
         for (size_t k = 0; k < n; k++) {
             /* ';' separates frames in the folded format: keep it out of the names. */
             for (const char *c = labels[k]; *c; c++)
@@ -294,11 +320,16 @@ int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
         free(subtitle);
         return -1;
     }
-    for (size_t i = 0; i < p->num_stacks; i++) {
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < p->num_stacks; i++) {
         size_t cap = 0;
         const char **labels = NULL;
         size_t n = stack_labels(p, &p->stacks[i], &labels, &cap);
         frames[i] = labels;
+        if (n == SIZE_MAX) {
+            rc = -1;
+            break;
+        }
         stacks[i].frames = labels;
         stacks[i].depth = n;
         memcpy(stacks[i].values, p->stacks[i].values, sizeof(stacks[i].values));
@@ -311,11 +342,14 @@ int hs_rep_write_html(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
                              .has_alloc = p->has_alloc,
                              .diff = p->diff,
                              .value = o->value};
-    int rc = hs_flamegraph_write_html(out, &in);
+    if (rc == 0)
+        rc = hs_flamegraph_write_html(out, &in);
+    int saved = errno;
     for (size_t i = 0; i < p->num_stacks; i++)
         free(frames[i]);
     free(frames);
     free(stacks);
     free(subtitle);
+    errno = saved;
     return rc;
 }
