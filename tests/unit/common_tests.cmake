@@ -52,7 +52,7 @@ add_test(NAME unit.arena COMMAND test_arena)
 # The arena's fault injection (HEAPSCOPE_ARENA_FAIL_AFTER): on, and off for comparison.
 add_executable(test_arena_fault ${HS_COMMON_TESTS_DIR}/test_arena_fault.c)
 target_include_directories(test_arena_fault PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_arena_fault PRIVATE hs_common)
+target_link_libraries(test_arena_fault PRIVATE hs_base)
 add_test(NAME unit.arena_fault COMMAND test_arena_fault)
 set_tests_properties(unit.arena_fault PROPERTIES ENVIRONMENT HEAPSCOPE_ARENA_FAIL_AFTER=4)
 add_test(NAME unit.arena_fault_off COMMAND test_arena_fault off)
