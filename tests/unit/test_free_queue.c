@@ -186,7 +186,12 @@ static void test_threads(void)
         }
     CHECK_EQ(both, 0);
     CHECK_EQ(in_queue + freed, THREADS * PER_THREAD);
-    CHECK(in_queue <= CAPACITY);
+    /* The queue is one ring per freeing thread (free_queue.c): a ring gives back what runs
+     * over its share gradually, and an exited thread's ring drains as others free, so while
+     * threads come and go the total can run over the budget for a while; no ring ever holds
+     * more than the whole budget. The shares themselves are checked exactly, without races,
+     * by test_free_queue_rings.c. */
+    CHECK(in_queue <= (size_t)THREADS * CAPACITY);
     CHECK_STREQ(g_log, "");
 }
 
