@@ -145,6 +145,21 @@ class ProfilerTest(unittest.TestCase):
         self.assertEqual(sites.get("site_vfork_child", 0), 0)
         self.assertEqual(sites.get("site_after_vfork"), 100)
 
+    def test_clone_vm_child_allocating_runs_correctly(self):
+        # posix_spawn's way, clone(CLONE_VM | CLONE_VFORK) on a stack of the child's own, calls
+        # no vfork the client could see; a child that allocates there must still run, and be
+        # sampled nothing (its pid is not the session's); the parent samples on.
+        plain = subprocess.run([WORKLOAD, "clone_vm"], capture_output=True, text=True,
+                               env=clean_env())
+        self.assertIn("clone_vm done status=7", plain.stdout)
+        proc = self.profile("-i", "1", "--", WORKLOAD, "clone_vm")
+        self.assertIn("clone_vm done status=7", proc.stdout)
+        sites = per_site(self.final(), "alloc_objects")
+        self.assertEqual(sites.get("site_before_vfork"), 100, sites)
+        self.assertEqual(sites.get("site_clone_child", 0), 0, sites)
+        self.assertEqual(sites.get("site_after_vfork"), 100, sites)
+        self.assertEqual(per_site(self.final(), "inuse_objects").get("site_after_vfork", 0), 0)
+
     def test_sampled_blocks_are_placed_by_address(self):
         # The client places every block it samples at a multiple of 1024, so that a free
         # tests the address's low bits before any load: at interval 1 every block is sampled,
