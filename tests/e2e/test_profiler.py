@@ -135,6 +135,23 @@ class ProfilerTest(unittest.TestCase):
                 self.assertLessEqual(abs(sites.get(site, 0) - ab), tolerance,
                                      "%s: %s vs %d" % (site, sites.get(site), ab))
 
+    def test_blocks_of_one_interval_are_exact(self):
+        # The allocation fast path takes only blocks below the interval (size - 1 <
+        # interval - 1, one compare): a block of exactly the interval, and larger ones, are
+        # each reported with their exact size; site_medium's blocks are 1000 bytes.
+        self.profile("-i", "1000", "--", WORKLOAD, "known")
+        profile = self.final()
+        m = re.search(r"largest in force: (\d+)", comments(profile))
+        interval = int(m.group(1))
+        space = per_site(profile, "alloc_space")
+        objects = per_site(profile, "alloc_objects")
+        checked = 0
+        for site, (ab, ao, _, _) in KNOWN.items():
+            if ab // ao >= interval:  # adaptive sampling may have raised it: then fewer
+                self.assertEqual((space.get(site), objects.get(site)), (ab, ao), site)
+                checked += 1
+        self.assertGreaterEqual(checked, 2)  # site_large and site_memalign at the least
+
     def test_vfork_child_samples_nothing(self):
         # A vfork child runs on its parent's memory: what it allocates is not sampled (its
         # stack is not the parent's program), and the parent samples again once it is back.
