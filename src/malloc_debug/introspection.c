@@ -147,6 +147,31 @@ HS_EXPORT const char *heapscope_malloc_debug_log_file(void)
     return hs_log_file_pattern();
 }
 
+/* heapscope's own, for libmemunreachable: every tracked block at once, as malloc_iterate would
+ * give them but in no address order: out[i] = {pointer, usable size} for the first cap blocks.
+ * Returns how many blocks are live (when more than cap, out holds only cap), or SIZE_MAX
+ * without pointer tracking; with out NULL it only counts them. One pass over the table and no
+ * call per block: the check's sweeper lists 10^7 blocks this way, where malloc_iterate's calls
+ * per block and its caller's growing array cost more than reading the table. Locking as in
+ * malloc_iterate. */
+HS_EXPORT size_t heapscope_malloc_debug_list(uintptr_t (*out)[2], size_t cap)
+{
+    if (hs_md_mode_now() != HS_MD_DEBUG || !hs_md.track)
+        return SIZE_MAX;
+    if (!out)
+        return hs_md_ptr_count();
+    bool locked_here = __atomic_load_n(&g_disabled_by, __ATOMIC_ACQUIRE) != self_tid();
+    if (locked_here)
+        hs_md_ptr_lock_all();
+    size_t n = hs_md_ptr_list_locked(out, cap);
+    if (hs_md.header) /* under the locks: no block can be freed meanwhile */
+        for (size_t i = 0; i < n && i < cap; i++)
+            out[i][1] = hs_md_header_of((void *)out[i][0])->usable_size;
+    if (locked_here)
+        hs_md_ptr_unlock_all();
+    return n;
+}
+
 /* heapscope's own: the memory of the shim's bookkeeping (its arena: the pointer table, the
  * backtraces, the free queue), which never holds the program's references. Fills up to cap
  * ranges and returns how many there are (0 without pointer tracking). The unreachable-memory

@@ -274,3 +274,21 @@ void hs_md_ptr_foreach_locked(void (*fn)(uintptr_t ptr, const struct hs_md_ptr_i
         }
     }
 }
+
+size_t hs_md_ptr_list_locked(uintptr_t (*out)[2], size_t cap)
+{
+    size_t n = 0;
+    for (int i = 0; i < SHARDS; i++) {
+        const struct entry *e = g_shards[i].slots, *end = e + g_shards[i].capacity;
+        for (; e < end; e++) {
+            if (!e->key)
+                continue;
+            if (n < cap) {
+                out[n][0] = ~e->key;
+                out[n][1] = e->size;
+            }
+            n++;
+        }
+    }
+    return n;
+}

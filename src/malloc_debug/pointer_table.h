@@ -58,4 +58,10 @@ void hs_md_ptr_foreach_locked(void (*fn)(uintptr_t ptr, const struct hs_md_ptr_i
                                          void *arg),
                               void *arg);
 
+/* Writes the first cap live entries to out as {pointer, requested size} pairs, shard by shard
+ * (in no address order), and returns how many entries are live (possibly more than cap). The
+ * caller must hold all shard locks. One pass over the slots, no call per entry: how the
+ * unreachable-memory check lists 10^7 blocks. */
+size_t hs_md_ptr_list_locked(uintptr_t (*out)[2], size_t cap);
+
 #endif

@@ -46,6 +46,10 @@ struct hs_mu_capture {
 struct hs_mu_heap_source {
     int (*iterate)(uintptr_t base, size_t size,
                    void (*callback)(uintptr_t ptr, size_t size, void *arg), void *arg);
+    /* May be NULL; preferred to iterate when present. Every allocation at once, in no order:
+     * out[i] = {begin, size} for the first cap of them; returns how many there are (more than
+     * cap: call again with room), SIZE_MAX on failure; with out NULL it only counts. */
+    size_t (*list)(uintptr_t (*out)[2], size_t cap);
     ssize_t (*backtrace)(void *ptr, uintptr_t *frames, size_t max); /* may be NULL */
     /* Used by the collector only (collector.h), never by the sweeper: malloc_disable holds
      * every lock of the allocator's tables until malloc_enable, which any task sharing the

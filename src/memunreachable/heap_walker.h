@@ -165,6 +165,8 @@ struct hs_mu_heap_walker {
     size_t window_mask;           /* table size - 1 (a power of two) */
     size_t num_windows, num_pages;
     struct hs_mu_page *last_page; /* the entry used last while listing */
+    uintptr_t last_window;        /* the window number of last_window_pages */
+    struct hs_mu_page *last_window_pages; /* the window used last while listing, or NULL */
     uint32_t *slots;              /* the dense pages' slot arrays */
     size_t num_slot_words;
     uint32_t *big; /* indices of big allocations, ascending */
@@ -190,8 +192,9 @@ void hs_mu_heap_walker_destroy(struct hs_mu_heap_walker *w);
  * malloc_iterate callback. */
 bool hs_mu_heap_walker_add_allocation(struct hs_mu_heap_walker *w, uintptr_t begin, size_t size);
 
-/* Lists every allocation of heap with heap->iterate (the whole address space) and adds it.
- * Returns 0, -ENOTSUP when iterate is missing or fails, -ENOMEM when memory ran out. */
+/* Lists every allocation of heap and adds it: with heap->list when the source has it (all at
+ * once, into the walker's array), else with heap->iterate (the whole address space). Returns
+ * 0, -ENOTSUP when both are missing or the one used fails, -ENOMEM when memory ran out. */
 int hs_mu_heap_walker_collect(struct hs_mu_heap_walker *w, const struct hs_mu_heap_source *heap);
 
 /* Sorts the allocations, drops any range overlapping an earlier one (logged once), and

@@ -104,6 +104,7 @@ static bool find_heap_source(struct hs_mu_heap_source *heap)
     }
     memset(heap, 0, sizeof(*heap));
     heap->iterate = (__typeof(heap->iterate))dlsym(RTLD_DEFAULT, "malloc_iterate");
+    heap->list = (__typeof(heap->list))dlsym(RTLD_DEFAULT, "heapscope_malloc_debug_list");
     heap->backtrace = (__typeof(heap->backtrace))dlsym(RTLD_DEFAULT, "malloc_backtrace");
     heap->disable = (__typeof(heap->disable))dlsym(RTLD_DEFAULT, "malloc_disable");
     heap->enable = (__typeof(heap->enable))dlsym(RTLD_DEFAULT, "malloc_enable");

@@ -245,12 +245,16 @@ class Tracking(Case):
         self.assertEqual(v["iterate_rc"], "0")
         self.assertEqual(v["has_block"], "1")
         self.assertEqual((v["range_count"], v["range_bytes"]), ("1", "4000"))
+        # heapscope_malloc_debug_list, the unreachable-memory check's bulk listing, agrees.
+        self.assertEqual((v["list_count_matches"], v["list_bytes_match"], v["list_has_block"],
+                          v["list_cap"]), ("1", "1", "1", "1"))
         self.assertEqual(v["disable_loop"], "ok")
         self.assertEqual(r.log, [])
 
     def test_api_with_guards_reports_usable_size(self):
         r = run([TRACK, "api"], "backtrace guard")
         self.assertEqual((r.values["range_count"], r.values["range_bytes"]), ("1", "4000"))
+        self.assertEqual((r.values["list_bytes_match"], r.values["list_has_block"]), ("1", "1"))
 
     def test_allocator_stats_on_exit(self):
         r = run([TRACK, "leaks"], "leak_track log_allocator_stats_on_exit")

@@ -135,6 +135,23 @@ class ProfilerTest(unittest.TestCase):
                 self.assertLessEqual(abs(sites.get(site, 0) - ab), tolerance,
                                      "%s: %s vs %d" % (site, sites.get(site), ab))
 
+    def test_blocks_of_one_interval_are_exact(self):
+        # The allocation fast path takes only blocks below the interval (size - 1 <
+        # interval - 1, one compare): a block of exactly the interval, and larger ones, are
+        # each reported with their exact size; site_medium's blocks are 1000 bytes.
+        self.profile("-i", "1000", "--", WORKLOAD, "known")
+        profile = self.final()
+        m = re.search(r"largest in force: (\d+)", comments(profile))
+        interval = int(m.group(1))
+        space = per_site(profile, "alloc_space")
+        objects = per_site(profile, "alloc_objects")
+        checked = 0
+        for site, (ab, ao, _, _) in KNOWN.items():
+            if ab // ao >= interval:  # adaptive sampling may have raised it: then fewer
+                self.assertEqual((space.get(site), objects.get(site)), (ab, ao), site)
+                checked += 1
+        self.assertGreaterEqual(checked, 2)  # site_large and site_memalign at the least
+
     def test_vfork_child_samples_nothing(self):
         # A vfork child runs on its parent's memory: what it allocates is not sampled (its
         # stack is not the parent's program), and the parent samples again once it is back.
@@ -144,6 +161,21 @@ class ProfilerTest(unittest.TestCase):
         self.assertEqual(sites.get("site_before_vfork"), 100)
         self.assertEqual(sites.get("site_vfork_child", 0), 0)
         self.assertEqual(sites.get("site_after_vfork"), 100)
+
+    def test_clone_vm_child_allocating_runs_correctly(self):
+        # posix_spawn's way, clone(CLONE_VM | CLONE_VFORK) on a stack of the child's own, calls
+        # no vfork the client could see; a child that allocates there must still run, and be
+        # sampled nothing (its pid is not the session's); the parent samples on.
+        plain = subprocess.run([WORKLOAD, "clone_vm"], capture_output=True, text=True,
+                               env=clean_env())
+        self.assertIn("clone_vm done status=7", plain.stdout)
+        proc = self.profile("-i", "1", "--", WORKLOAD, "clone_vm")
+        self.assertIn("clone_vm done status=7", proc.stdout)
+        sites = per_site(self.final(), "alloc_objects")
+        self.assertEqual(sites.get("site_before_vfork"), 100, sites)
+        self.assertEqual(sites.get("site_clone_child", 0), 0, sites)
+        self.assertEqual(sites.get("site_after_vfork"), 100, sites)
+        self.assertEqual(per_site(self.final(), "inuse_objects").get("site_after_vfork", 0), 0)
 
     def test_sampled_blocks_are_placed_by_address(self):
         # The client places every block it samples at a multiple of 1024, so that a free

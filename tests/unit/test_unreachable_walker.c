@@ -154,6 +154,75 @@ static void test_lookup_random(void)
     hs_mu_heap_walker_destroy(&w);
 }
 
+/* ---- A source that lists every block at once (heap->list) ------------------------------- */
+
+static size_t g_list_short; /* the count answered is this much too low (a heap that grew) */
+static size_t g_list_calls;
+static bool g_list_fails;
+
+static size_t fake_list(uintptr_t (*out)[2], size_t cap)
+{
+    g_list_calls++;
+    if (g_list_fails)
+        return SIZE_MAX;
+    if (!out)
+        return g_fake_n > g_list_short ? g_fake_n - g_list_short : 0;
+    for (size_t i = 0; i < g_fake_n && i < cap; i++) { /* backwards, as fake_iterate */
+        out[i][0] = ~g_fake[g_fake_n - 1 - i].enc;
+        out[i][1] = g_fake[g_fake_n - 1 - i].size;
+    }
+    return g_fake_n;
+}
+
+static void test_listed_source(void)
+{
+    check_context("a source listing every block at once builds the same walker as iterate");
+    enum { N = 20000 };
+    fake_reset();
+    uintptr_t cur = 0x7f0000000000;
+    for (size_t i = 0; i < N; i++) {
+        cur += 16 * (rnd() % 4);
+        size_t size = rnd() % 10 == 0 ? 0 : rnd() % 10 == 0 ? 300000 + rnd() % 3000000
+                                                             : 1 + rnd() % 3000;
+        fake_add((void *)cur, size);
+        cur = (cur + (size ? size : 1) + 15) & ~(uintptr_t)15;
+    }
+    fake_add((void *)(UINTPTR_MAX - 31), 64); /* wraps: clipped at the top */
+    struct hs_mu_heap_walker a, b;
+    build(&a);
+    const struct hs_mu_heap_source listed = {.list = fake_list, .backtrace = fake_backtrace};
+    for (int round = 0; round < 2; round++) {
+        /* Round 1: the first count is short, so the first listing does not fit. */
+        g_list_short = round ? N - 1000 : 0;
+        g_list_calls = 0;
+        hs_mu_heap_walker_init(&b, &g_arena);
+        CHECK_EQ(hs_mu_heap_walker_collect(&b, &listed), 0);
+        CHECK_EQ(hs_mu_heap_walker_finish(&b), 0);
+        CHECK_EQ(g_list_calls, round ? 3u : 2u);
+        CHECK_EQ(b.num_allocs, a.num_allocs);
+        CHECK_EQ(b.num_allocs, N + 1);
+        CHECK_EQ(b.allocation_bytes, a.allocation_bytes);
+        CHECK_EQ(b.num_big, a.num_big);
+        size_t differ = 0;
+        for (size_t i = 0; i < a.num_allocs && i < b.num_allocs; i++)
+            differ += a.allocs[i].begin != b.allocs[i].begin || a.allocs[i].end != b.allocs[i].end;
+        for (size_t k = 0; k < 100000; k++) {
+            uintptr_t x = a.min - 100 + rnd() % (a.allocs[N - 1].end - a.min + 200);
+            differ += hs_mu_heap_walker_find(&a, x) != hs_mu_heap_walker_find(&b, x);
+        }
+        CHECK_EQ(differ, 0);
+        CHECK_EQ(b.allocs[N].end, UINTPTR_MAX);
+        hs_mu_heap_walker_destroy(&b);
+    }
+    g_list_short = 0;
+    g_list_fails = true;
+    hs_mu_heap_walker_init(&b, &g_arena);
+    CHECK_EQ(hs_mu_heap_walker_collect(&b, &listed), -ENOTSUP);
+    hs_mu_heap_walker_destroy(&b);
+    g_list_fails = false;
+    hs_mu_heap_walker_destroy(&a);
+}
+
 /* Lists the n ranges [b[i], e[i]) in a shuffled order, builds the walker, and compares its
  * lookups with reference_find at every begin and end, around them, and at random addresses. */
 static size_t lookup_mismatches(struct hs_mu_heap_walker *w, const uintptr_t *b, const uintptr_t *e,
@@ -570,6 +639,7 @@ static void test_fault_outside_guard(void)
 int main(void)
 {
     test_lookup_random();
+    test_listed_source();
     test_lookup_layouts();
     test_lookup_overlaps();
     test_lookup_edges();

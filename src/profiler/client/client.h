@@ -43,6 +43,10 @@ struct hs_client {
     uint32_t flags; /* HS_CONFIG_* */
     uint32_t max_stack;
     uint64_t interval; /* the interval in force (adaptive sampling may raise it) */
+    /* interval - 1 while ON, 0 otherwise (hs_client_publish_fast_limit): an allocation of
+     * size bytes with size - 1 < fast_limit (1 <= size < interval) needs only the countdown;
+     * one compare stands for the state, size 0 and size >= interval checks. */
+    uint64_t fast_limit;
     uint64_t base_interval, max_interval;
     uint64_t block_timeout_ns;
     struct hs_rb rb;
@@ -63,6 +67,17 @@ static inline bool hs_client_on(void)
 {
     return __builtin_expect(__atomic_load_n(&hs_client.state, __ATOMIC_RELAXED) == HS_CLIENT_ON, 0);
 }
+
+/* True when an allocation of size bytes is decided by the countdown alone (see fast_limit). */
+static inline bool hs_client_fast(size_t size)
+{
+    return __builtin_expect(size - 1 < __atomic_load_n(&hs_client.fast_limit, __ATOMIC_RELAXED), 1);
+}
+
+/* Sets fast_limit from the state and the interval. Called after each change of either, and by
+ * an allocation that found the limit stale (a session that ended while adaptive sampling was
+ * raising the interval): it corrects itself. */
+void hs_client_publish_fast_limit(void);
 
 /* Connects to the daemon at address and starts a session. Async-signal-safe. Returns 0, or
  * -1 after logging why (already on, daemon unreachable, refused). */

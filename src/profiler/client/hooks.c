@@ -1,8 +1,10 @@
 /* hooks.c: the profiler client's allocation functions, and the records they write.
  *
- * While the client is OFF each function is glibc's plus one load and one predicted branch.
- * While it is ON an allocation costs a subtraction from this thread's sampling countdown
- * (sampler.h). A sampled block is allocated at an address aligned to HS_SAMPLED_ALIGN
+ * While it is ON an allocation of 1 byte to one interval costs one load and compare (the fast
+ * limit, client.h, which stands for the state, size 0 and the exact report of blocks of at
+ * least one interval) and a subtraction from this thread's sampling countdown (sampler.h).
+ * While it is OFF that compare fails and the state is read: glibc's plus two loads and two
+ * predicted branches. A sampled block is allocated at an address aligned to HS_SAMPLED_ALIGN
  * (sampled_set.h), so a free, ON or OFF, first tests the low bits of its address, in a register:
  * only the 1 in 64 of unsampled blocks that share the alignment load from the sampled-address
  * filter. Only a sampled allocation, and the free of a block that was sampled, write a record.
@@ -169,6 +171,36 @@ static inline uint64_t current_interval(void)
     return __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED);
 }
 
+/* Whether an allocation of size bytes is to be sampled, with *interval the interval in force,
+ * or 0 when the countdown ran out on the fast path: the sampled path then calls
+ * session_interval(). An allocation of 1 <= size < interval while ON (hs_client_fast: one load
+ * and compare) costs the countdown and nothing else; the state, size 0 and blocks of at least
+ * one interval are looked at only when that compare fails. (The fast path makes no call of
+ * its own, so that the function needs no stack frame and tail-jumps to glibc.) */
+static inline bool due_now(size_t size, uint64_t *interval)
+{
+    if (hs_client_fast(size)) {
+        t_sampler.countdown -= (int64_t)size;
+        *interval = 0;
+        return __builtin_expect(t_sampler.countdown <= 0, 0);
+    }
+    if (!hs_client_on())
+        return false;
+    *interval = current_interval();
+    return sample_due(size, *interval);
+}
+
+/* For a sampled path given interval 0 by due_now: the interval in force, or 0 when the
+ * session has ended (the fast limit was stale: it is put right; the allocation is glibc's). */
+static uint64_t session_interval(void)
+{
+    if (!hs_client_on()) {
+        hs_client_publish_fast_limit();
+        return 0;
+    }
+    return current_interval();
+}
+
 static __attribute__((noinline)) void free_slow(void *p)
 {
     hs_client_record_free(0, (uint64_t)(uintptr_t)p);
@@ -218,13 +250,16 @@ static bool fresh_mmapped(const void *p)
 
 /* ---- The exported functions ---------------------------------------------------------------- */
 
-/* While the client is OFF, and for every allocation it does not sample, each function is one
- * or two loads and compares, a subtraction, and a tail jump to glibc: no stack frame. Only a
- * sampled allocation goes through an out-of-line *_sampled function. */
+/* While the client is OFF, and for every allocation it does not sample, each function is two
+ * loads and compares at most, a subtraction, and a tail jump to glibc: no stack frame. Only a
+ * sampled allocation goes through an out-of-line *_sampled function (given interval 0 by the
+ * fast path: it checks the session first). */
 #define SAMPLED_PATH static __attribute__((noinline))
 
 SAMPLED_PATH void *malloc_sampled(size_t size, uint64_t interval)
 {
+    if (interval == 0 && (interval = session_interval()) == 0)
+        return __libc_malloc(size);
     void *p = alloc_sampled(0, size);
     if (p != NULL)
         sample_slow(p, size, interval);
@@ -234,7 +269,7 @@ SAMPLED_PATH void *malloc_sampled(size_t size, uint64_t interval)
 HS_EXPORT void *malloc(size_t size)
 {
     uint64_t interval;
-    if (!hs_client_on() || !sample_due(size, interval = current_interval()))
+    if (!due_now(size, &interval))
         return __libc_malloc(size);
     return malloc_sampled(size, interval);
 }
@@ -252,6 +287,8 @@ HS_EXPORT void free(void *p)
 
 SAMPLED_PATH void *calloc_sampled(size_t total, uint64_t interval)
 {
+    if (interval == 0 && (interval = session_interval()) == 0)
+        return __libc_calloc(total, 1); /* the product did not overflow */
     void *p = alloc_sampled(0, total);
     if (p != NULL) {
         if (!fresh_mmapped(p))
@@ -266,8 +303,7 @@ HS_EXPORT void *calloc(size_t nmemb, size_t size)
     size_t total;
     uint64_t interval;
     /* A product that overflows makes calloc fail: nothing to sample. */
-    if (!hs_client_on() || __builtin_mul_overflow(nmemb, size, &total) ||
-        !sample_due(total, interval = current_interval()))
+    if (__builtin_mul_overflow(nmemb, size, &total) || !due_now(total, &interval))
         return __libc_calloc(nmemb, size);
     return calloc_sampled(total, interval);
 }
@@ -286,6 +322,10 @@ static void *realloc_moving(void *p, size_t size)
 /* due: the new block is to be sampled (decided by the caller, before the call). */
 SAMPLED_PATH void *realloc_on(void *p, size_t size, bool due, uint64_t interval)
 {
+    if (due && interval == 0 && (interval = session_interval()) == 0)
+        due = false;
+    if (!due && !hs_client_on())
+        return __libc_realloc(p, size);
     uint64_t key = (uint64_t)(uintptr_t)p;
     bool was_sampled =
         p != NULL && hs_sampled_aligned(key) && hs_sampled_maybe(key) && hs_sampled_remove(key);
@@ -308,12 +348,11 @@ SAMPLED_PATH void *realloc_on(void *p, size_t size, bool due, uint64_t interval)
 
 HS_EXPORT void *realloc(void *p, size_t size)
 {
-    if (!hs_client_on())
-        return __libc_realloc(p, size);
     /* Sampling decides before the call (size 0 frees p: nothing new to sample). A block that
-     * cannot have been sampled, resized without a sample: glibc's alone. */
-    uint64_t interval = current_interval();
-    bool due = size != 0 && sample_due(size, interval);
+     * cannot have been sampled, resized without a sample, or any resize while OFF: glibc's
+     * alone. */
+    uint64_t interval = 0;
+    bool due = size != 0 && due_now(size, &interval);
     if (!due && !hs_sampled_aligned((uint64_t)(uintptr_t)p))
         return __libc_realloc(p, size);
     return realloc_on(p, size, due, interval);
@@ -331,6 +370,8 @@ HS_EXPORT void *reallocarray(void *p, size_t nmemb, size_t size)
 
 SAMPLED_PATH void *memalign_sampled(size_t alignment, size_t size, uint64_t interval)
 {
+    if (interval == 0 && (interval = session_interval()) == 0)
+        return __libc_memalign(alignment, size);
     void *p = alloc_sampled(alignment, size);
     if (p != NULL)
         sample_slow(p, size, interval);
@@ -340,7 +381,7 @@ SAMPLED_PATH void *memalign_sampled(size_t alignment, size_t size, uint64_t inte
 HS_EXPORT void *memalign(size_t alignment, size_t size)
 {
     uint64_t interval;
-    if (!hs_client_on() || !sample_due(size, interval = current_interval()))
+    if (!due_now(size, &interval))
         return __libc_memalign(alignment, size);
     return memalign_sampled(alignment, size, interval);
 }
@@ -354,6 +395,8 @@ HS_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 SAMPLED_PATH int posix_memalign_sampled(void **memptr, size_t alignment, size_t size,
                                         uint64_t interval)
 {
+    if (interval == 0 && (interval = session_interval()) == 0)
+        return hs_libc_posix_memalign(memptr, alignment, size);
     /* A valid alignment is raised to the sampled blocks' (an invalid one fails as it is). */
     bool valid = alignment != 0 && (alignment & (alignment - 1)) == 0 &&
                    alignment % sizeof(void *) == 0;
@@ -367,7 +410,7 @@ SAMPLED_PATH int posix_memalign_sampled(void **memptr, size_t alignment, size_t 
 HS_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
     uint64_t interval;
-    if (!hs_client_on() || !sample_due(size, interval = current_interval()))
+    if (!due_now(size, &interval))
         return hs_libc_posix_memalign(memptr, alignment, size);
     return posix_memalign_sampled(memptr, alignment, size, interval);
 }
@@ -379,6 +422,8 @@ HS_EXPORT void *valloc(size_t size)
 
 SAMPLED_PATH void *pvalloc_sampled(size_t size, uint64_t interval)
 {
+    if (interval == 0 && (interval = session_interval()) == 0)
+        return __libc_pvalloc(size);
     void *p = __libc_pvalloc(size);
     if (p != NULL)
         sample_slow(p, size, interval);
@@ -388,7 +433,7 @@ SAMPLED_PATH void *pvalloc_sampled(size_t size, uint64_t interval)
 HS_EXPORT void *pvalloc(size_t size)
 {
     uint64_t interval;
-    if (!hs_client_on() || !sample_due(size, interval = current_interval()))
+    if (!due_now(size, &interval))
         return __libc_pvalloc(size);
     return pvalloc_sampled(size, interval);
 }

@@ -87,6 +87,17 @@ static void client_log(const char *fmt, ...)
 
 /* ---- Using the buffer --------------------------------------------------------------------- */
 
+void hs_client_publish_fast_limit(void)
+{
+    uint64_t limit = 0;
+    if (__atomic_load_n(&hs_client.state, __ATOMIC_SEQ_CST) == HS_CLIENT_ON)
+        limit = __atomic_load_n(&hs_client.interval, __ATOMIC_RELAXED) - 1;
+    __atomic_store_n(&hs_client.fast_limit, limit, __ATOMIC_RELAXED);
+    /* The session may have ended in between: then no limit stays behind it. */
+    if (limit != 0 && __atomic_load_n(&hs_client.state, __ATOMIC_SEQ_CST) != HS_CLIENT_ON)
+        __atomic_store_n(&hs_client.fast_limit, 0, __ATOMIC_RELAXED);
+}
+
 bool hs_client_enter(void)
 {
     __atomic_add_fetch(&hs_client.inflight, 1, __ATOMIC_SEQ_CST);
@@ -107,6 +118,7 @@ void hs_client_detach(const char *why)
     if (!__atomic_compare_exchange_n(&hs_client.state, &on, HS_CLIENT_OFF, false, __ATOMIC_SEQ_CST,
                                      __ATOMIC_RELAXED))
         return;
+    hs_client_publish_fast_limit();
     /* shutdown, not close: another thread may be sending on the descriptor right now, and a
      * closed number could be reused by the program. The next session closes it. */
     shutdown(hs_client.sock, SHUT_RDWR);
@@ -171,6 +183,7 @@ static bool adapt_interval(void)
         floor = hs_client.base_interval;
     if (cur < floor) {
         __atomic_store_n(&hs_client.interval, floor, __ATOMIC_RELAXED);
+        hs_client_publish_fast_limit();
         cur = floor;
     }
     bool backlog = used > size / 2;
@@ -198,6 +211,7 @@ static bool adapt_interval(void)
     if (next < floor)
         next = floor;
     __atomic_store_n(&hs_client.interval, next, __ATOMIC_RELAXED);
+    hs_client_publish_fast_limit();
     if (raise)
         __atomic_add_fetch(&hs_client.interval_raises, 1, __ATOMIC_RELAXED);
     return true;
@@ -366,6 +380,7 @@ int hs_client_attach(const char *address)
     __atomic_store_n(&hs_client.seq, 0, __ATOMIC_RELAXED);
     hs_client_injected_on();
     __atomic_store_n(&hs_client.state, HS_CLIENT_ON, __ATOMIC_SEQ_CST);
+    hs_client_publish_fast_limit();
     /* A hang-up before O_ASYNC was set raised no signal. */
     drop_ended_session();
     hs_client_announce_heaps();
@@ -379,6 +394,7 @@ static void on_fork_child(void)
     /* One thread now; the parent's session (its socket, its buffer) is not ours. */
     int was = __atomic_load_n(&hs_client.state, __ATOMIC_RELAXED);
     __atomic_store_n(&hs_client.state, HS_CLIENT_OFF, __ATOMIC_RELAXED);
+    __atomic_store_n(&hs_client.fast_limit, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&hs_client.inflight, 0, __ATOMIC_RELAXED);
     forget_session();
     hs_client_injected_off();

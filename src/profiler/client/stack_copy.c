@@ -24,6 +24,11 @@ uintptr_t hs_stack_end(uintptr_t sp)
     return m.end;
 }
 
+bool hs_stack_is_own(uintptr_t sp)
+{
+    return sp >= t_stack_start && sp < t_stack_end;
+}
+
 /* Where _start found argc (ld.so's); the main thread's frames are all below it. */
 extern void *__libc_stack_end;
 

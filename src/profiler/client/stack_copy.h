@@ -17,11 +17,17 @@
 #ifndef HEAPSCOPE_PROFILER_STACK_COPY_H
 #define HEAPSCOPE_PROFILER_STACK_COPY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* The end (one past the last byte) of the stack holding sp, or 0 when sp is in no mapping. */
 uintptr_t hs_stack_end(uintptr_t sp);
+
+/* True when sp is on this thread's own stack, as hs_stack_end found it at the thread's first
+ * sample; false before that, and on any other stack (an alternate signal stack, or the stack
+ * of a clone(CLONE_VM) child running on this thread's storage). No system call. */
+bool hs_stack_is_own(uintptr_t sp);
 
 /* Where the frames of the stack holding sp end: hs_stack_end(sp), lowered to just above
  * __libc_stack_end on the main thread's stack and to this thread's static TLS on a thread

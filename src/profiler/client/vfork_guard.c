@@ -10,14 +10,20 @@
  * (clear) marks.
  *
  * Only where the program's vfork is ours (preloaded): an injected client, or a program whose
- * vfork resolves elsewhere, asks getpid() at every sample as before. A child of a raw
- * syscall(SYS_vfork) or clone(CLONE_VM | CLONE_VFORK) is not seen: were it to allocate, the
- * client would sample there, which crashes the program (measured: the test below with the guard
- * off). glibc's posix_spawn, system and popen allocate nothing in their child, and a CLONE_VM
- * child without CLONE_VFORK shares its parent's malloc caches (tcache): glibc's malloc is not
- * usable there either. Test: e2e.profiler test_vfork_child_samples_nothing.
+ * vfork resolves elsewhere, asks getpid() at every sample as before.
+ *
+ * A child of clone(CLONE_VM | CLONE_VFORK) (posix_spawn's way) calls no vfork of ours, and it
+ * too runs on its parent's thread-local storage, so the mark cannot tell it. It runs on a
+ * stack of its own, though: a sample also needs the stack pointer inside the stack this thread
+ * had at its first sample (stack_copy.h, a compare of two thread-local words); anywhere else
+ * (such a child, an alternate signal stack, a thread's first sample) it asks getpid(). Still
+ * not seen: a CLONE_VM child whose stack was carved out of its parent's stack, and a raw
+ * syscall(SYS_vfork) child (which C cannot use safely anyway); such a child's allocations
+ * would be sampled as its parent's (they are in its parent's heap). Tests: e2e.profiler
+ * test_vfork_child_samples_nothing, test_clone_vm_child_allocating_runs_correctly.
  */
 #include "client.h"
+#include "stack_copy.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -41,7 +47,8 @@ __attribute__((constructor)) static void find_vfork(void)
 
 bool hs_client_in_session_process(void)
 {
-    if (__builtin_expect(g_vfork_ours && !hs_client_vfork_mark, 1))
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    if (__builtin_expect(g_vfork_ours && !hs_client_vfork_mark && hs_stack_is_own(sp), 1))
         return true;
     bool same = getpid() == __atomic_load_n(&hs_client.pid, __ATOMIC_RELAXED);
     if (same)

@@ -20,6 +20,9 @@
  *   hp_workload vfork          site_before_vfork, then a vforked child through site_vfork_child
  *                              (then _exit), then site_after_vfork in the parent, 100 x 100 B
  *                              each, all freed; prints "vfork done status=S"
+ *   hp_workload clone_vm       the same through clone(CLONE_VM | CLONE_VFORK) on a stack of the
+ *                              child's own (site_clone_child; posix_spawn's way, no vfork
+ *                              call); prints "clone_vm done status=S"
  *   hp_workload placement      each allocation function in turn (realloc growing and shrinking
  *                              a block with contents), checking the contents, calloc's zeros
  *                              (also under mallopt(M_PERTURB)),
@@ -29,12 +32,14 @@
  * Every site is a noinline function that calls the allocator itself (no tail calls), so the
  * leaf frame of each sampled stack names the site.
  */
+#define _GNU_SOURCE
 #include <heapscope/heapprofd.h>
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -437,6 +442,45 @@ static int vforked(void)
     return 0;
 }
 
+static __attribute__((noinline)) void site_clone_child(void **keep)
+{
+    for (int i = 0; i < 100; i++)
+        keep[i] = malloc(100);
+}
+
+static void *g_clone_blocks[100];
+
+static int clone_child(void *arg)
+{
+    (void)arg;
+    site_clone_child(g_clone_blocks);
+    return 7;
+}
+
+/* posix_spawn's way: clone(CLONE_VM | CLONE_VFORK) with a stack of the child's own, no vfork
+ * call for the client to see; here the child allocates (in the parent's memory, the parent
+ * suspended meanwhile) and the parent frees what it allocated. */
+static int clone_vm(void)
+{
+    static void *before[100], *after[100];
+    site_before_vfork(before);
+    size_t stack_bytes = 256 * 1024;
+    char *stack = malloc(stack_bytes);
+    pid_t pid = clone(clone_child, stack + stack_bytes, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+    int status = -1;
+    if (pid > 0)
+        waitpid(pid, &status, 0);
+    free(stack);
+    site_after_vfork(after);
+    for (int i = 0; i < 100; i++) {
+        free(before[i]);
+        free(g_clone_blocks[i]);
+        free(after[i]);
+    }
+    printf("clone_vm done status=%d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return 0;
+}
+
 /* For placement: counts the blocks at a multiple of 1024 (where the profiler places the blocks
  * it samples) and checks that each is usable as asked. */
 static unsigned g_placed, g_blocks;
@@ -497,6 +541,8 @@ static int placement(void)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 2 && strcmp(argv[1], "clone_vm") == 0)
+        return clone_vm();
     if (argc >= 2 && strcmp(argv[1], "vfork") == 0)
         return vforked();
     if (argc >= 2 && strcmp(argv[1], "placement") == 0)

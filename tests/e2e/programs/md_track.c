@@ -185,6 +185,33 @@ static int api(void)
     enable();
     printf("iterate_rc=%d has_block=%d\n", rc, counts[1] >= 4000);
 
+    /* heapscope_malloc_debug_list (libmemunreachable's bulk listing): the same blocks and
+     * sizes as malloc_iterate; past cap nothing is written, and the count is still whole. */
+    typedef size_t (*list_fn)(uintptr_t (*)[2], size_t);
+    list_fn list = (list_fn)dlsym(RTLD_DEFAULT, "heapscope_malloc_debug_list");
+    size_t want = list ? list(NULL, 0) : 0, cap = want + 64;
+    uintptr_t(*pairs)[2] = calloc(cap, sizeof(*pairs));
+    size_t listed = 0, listed_bytes = 0, short_n = 0, now[2] = {0, 0};
+    int has_p = 0, cap_kept = 1;
+    if (list && pairs) {
+        disable();
+        iterate(0, UINTPTR_MAX, count_block, now); /* pairs is one more block */
+        want = list(NULL, 0);
+        pairs[1][0] = 7;
+        short_n = list(pairs, 1);
+        cap_kept = pairs[1][0] == 7;
+        listed = list(pairs, cap);
+        enable();
+        for (size_t i = 0; i < listed && i < cap; i++) {
+            listed_bytes += pairs[i][1];
+            has_p |= pairs[i][0] == (uintptr_t)p && pairs[i][1] == 4000;
+        }
+    }
+    free(pairs);
+    printf("list_count_matches=%d list_bytes_match=%d list_has_block=%d list_cap=%d\n",
+           list && listed == now[0] && want == now[0], listed_bytes == now[1], has_p,
+           short_n == listed && cap_kept);
+
     size_t in_range[2] = {0, 0};
     iterate((uintptr_t)p, 1, count_block, in_range);
     printf("range_count=%zu range_bytes=%zu\n", in_range[0], in_range[1]);
