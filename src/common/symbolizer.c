@@ -17,7 +17,9 @@
 #define _GNU_SOURCE
 #include "symbolizer.h"
 
+#include "hash.h"
 #include "proc_maps.h"
+#include "range_lookup.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -296,16 +298,6 @@ static bool crc32_fd(int fd, uint32_t *out)
     }
     *out = (uint32_t)crc;
     return true;
-}
-
-static uint64_t hash_bytes(const char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
 }
 
 /* ---- Debug roots ---- */
@@ -615,7 +607,7 @@ static int files_rehash(struct hs_symbolizer *s, size_t nb)
 /* The record of path[0..len), created if new. */
 static struct sym_file *file_get(struct hs_symbolizer *s, const char *path, size_t len)
 {
-    uint64_t h = hash_bytes(path, len);
+    uint64_t h = hs_hash_bytes(path, len);
     if (s->nbuckets) {
         for (struct sym_file *f = s->buckets[h & (s->nbuckets - 1)]; f; f = f->hnext)
             if (f->hash == h && f->path_len == len && memcmp(f->path, path, len) == 0)
@@ -775,15 +767,7 @@ static void file_free(struct sym_file *f)
 /* Index of the first mapping whose end is above addr (ends are increasing too). */
 static size_t maps_first_ending_after(const struct hs_symbolizer *s, uintptr_t addr)
 {
-    size_t lo = 0, hi = s->nmaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->maps[mid].end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return hs_range_first_ending_after(s->maps, s->nmaps, addr, end);
 }
 
 static void maps_changed(struct hs_symbolizer *s)
@@ -1067,14 +1051,7 @@ static const struct sym_ent *sym_lookup(struct hs_symbolizer *s, struct sym_file
 {
     if (!f->syms_built)
         build_syms(s, f);
-    size_t lo = 0, hi = f->nsyms;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->syms[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_upper_bound(f->syms, f->nsyms, addr, addr);
     if (lo == 0)
         return NULL;
     size_t i = lo - 1;
@@ -1261,14 +1238,7 @@ static struct cu_index *cu_index_get(struct sym_file *f, Dwarf_Die *cudie)
 /* The subprogram of the index containing addr, or NULL. */
 static Dwarf_Die *cu_index_find(struct cu_index *c, Dwarf_Addr addr)
 {
-    size_t lo = 0, hi = c->nsubs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->subs[mid].lo <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_upper_bound(c->subs, c->nsubs, addr, lo);
     for (size_t i = lo; i-- > 0 && lo - i <= 16;)
         if (addr < c->subs[i].hi)
             return &c->subs[i].die;
@@ -1365,14 +1335,7 @@ static Dwarf_Die *cu_from_ranges(struct sym_file *f, Dwarf_Addr addr, Dwarf_Addr
     if (!f->curanges_built)
         build_cu_ranges(f);
     Dwarf_Addr a = addr - f->curanges_bias;
-    size_t lo = 0, hi = f->ncuranges;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->curanges[mid].lo <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_upper_bound(f->curanges, f->ncuranges, a, lo);
     for (size_t i = lo; i-- > 0 && lo - i <= 16;) {
         if (a < f->curanges[i].hi) {
             *dwbias = f->curanges_bias;

@@ -23,6 +23,7 @@
 #include "heap_walker.h"
 
 #include "log.h"
+#include "range_lookup.h"
 #include "sort.h"
 
 #include <errno.h>
@@ -727,15 +728,7 @@ size_t hs_mu_heap_walker_find_slow(const struct hs_mu_heap_walker *w, uintptr_t 
 
 size_t hs_mu_heap_walker_first_ending_after(const struct hs_mu_heap_walker *w, uintptr_t addr)
 {
-    size_t lo = 0, hi = w->num_allocs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (w->allocs[mid].end > addr)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    return hs_range_first_ending_after(w->allocs, w->num_allocs, addr, end);
 }
 
 /* ---- Marking ----------------------------------------------------------------------------- */

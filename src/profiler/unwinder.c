@@ -15,6 +15,7 @@
 #include "unwinder.h"
 
 #include "proc_maps.h"
+#include "range_lookup.h"
 #include "signal_trampoline.h"
 
 #include <dwarf.h>
@@ -176,18 +177,8 @@ static inline int read_fail(const struct sample *s, uint64_t addr)
 
 static const struct umap *map_find(const struct hs_unwinder *u, uintptr_t addr)
 {
-    size_t lo = 0, hi = u->nmaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct umap *m = &u->maps[mid];
-        if (addr < m->start)
-            hi = mid;
-        else if (addr >= m->end)
-            lo = mid + 1;
-        else
-            return m;
-    }
-    return NULL;
+    size_t i = hs_range_find(u->maps, u->nmaps, addr, start, end);
+    return i < u->nmaps ? &u->maps[i] : NULL;
 }
 
 static inline bool in_skip(const struct hs_unwinder *u, uintptr_t pc)

@@ -20,6 +20,7 @@
 #include "flamegraph.h"
 
 #include "flamegraph_assets.h"
+#include "hash.h"
 #include "sort.h"
 
 #include <errno.h>
@@ -53,13 +54,10 @@ struct tree {
     size_t node_mask;
 };
 
+/* hs_hash_string folded to 32 bits. */
 static uint32_t hash_string(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, folded to 32 bits */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ull;
-    }
+    uint64_t h = hs_hash_string(s);
     return (uint32_t)(h ^ (h >> 32));
 }
 

@@ -38,6 +38,7 @@
 #include "perf_map.h"
 #include "pprof.h"
 #include "proc_maps.h"
+#include "range_lookup.h"
 #include "sort.h"
 #include "symbolizer.h"
 
@@ -158,17 +159,8 @@ static int maps_load(struct maps_table *mt, const char *text, size_t len)
 /* The mapping holding addr, or NULL. */
 static struct wmap *maps_find(struct maps_table *mt, uintptr_t addr)
 {
-    size_t lo = 0, hi = mt->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (addr < mt->v[mid].start)
-            hi = mid;
-        else if (addr >= mt->v[mid].end)
-            lo = mid + 1;
-        else
-            return &mt->v[mid];
-    }
-    return NULL;
+    size_t i = hs_range_find(mt->v, mt->n, addr, start, end);
+    return i < mt->n ? &mt->v[i] : NULL;
 }
 
 /* ---- pprof ------------------------------------------------------------------------------ */
