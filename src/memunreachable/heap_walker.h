@@ -68,7 +68,6 @@
 
 #include "arena.h"
 #include "capture.h"
-#include "hash_table.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -133,36 +132,6 @@ struct hs_mu_window {
     struct hs_mu_page *pages;
 };
 
-static inline uint64_t hs_mu_window_key_hash(const uintptr_t *key, const void *ctx)
-{
-    (void)ctx;
-    return *key;
-}
-static inline uint64_t hs_mu_window_hash(const struct hs_mu_window *x, const void *ctx)
-{
-    (void)ctx;
-    return x->key;
-}
-static inline bool hs_mu_window_matches(const struct hs_mu_window *x, const uintptr_t *key,
-                                        const void *ctx)
-{
-    (void)ctx;
-    return x->key == *key;
-}
-static inline bool hs_mu_window_is_empty(const struct hs_mu_window *x)
-{
-    return x->key == 0;
-}
-static inline void hs_mu_window_clear(struct hs_mu_window *x)
-{
-    x->key = 0;
-}
-
-/* The first level of the page table: window key -> window (hash_table.h, in the arena). */
-HS_HASH_TABLE_DEFINE(hs_mu_window_table, struct hs_mu_window, uintptr_t, hs_mu_window_key_hash,
-                     hs_mu_window_hash, hs_mu_window_matches, hs_mu_window_is_empty,
-                     hs_mu_window_clear)
-
 struct hs_mu_heap_walker {
     struct hs_arena *arena;
 
@@ -192,8 +161,9 @@ struct hs_mu_heap_walker {
     /* Lookup. span == 0 when there are no allocations (every lookup fails the range test). */
     uintptr_t min;                /* allocs[0].begin */
     uintptr_t span;               /* highest end - min */
-    struct hs_mu_window_table windows; /* at most half full */
-    size_t num_pages;
+    struct hs_mu_window *windows; /* open addressing, at most half full; NULL when empty */
+    size_t window_mask;           /* table size - 1 (a power of two) */
+    size_t num_windows, num_pages;
     struct hs_mu_page *last_page; /* the entry used last while listing */
     uint32_t *slots;              /* the dense pages' slot arrays */
     size_t num_slot_words;
