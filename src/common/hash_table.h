@@ -3,7 +3,8 @@
  * HS_HASH_TABLE_DEFINE(P, entry_t, key_t, key_hash, entry_hash, entry_matches, entry_is_empty,
  * entry_clear) defines `struct P` and static inline functions P_init, P_destroy, P_find,
  * P_find_or_insert, P_reserve, P_put, P_erase, P_remove, P_next, P_clear, P_check, P_slot_of.
- * The entry type is stored in the slots themselves: a struct with its key and value, or a
+ * entry_t and key_t must each be one type name (typedef a pointer type first: "const entry_t *"
+ * must mean a pointer to a const entry). The entry type is stored in the slots themselves: a struct with its key and value, or a
  * 32-bit index into the caller's own array (keys compared through the table's ctx).
  *
  * The caller supplies, as functions or macros (ctx is the pointer given to P_init):

@@ -18,6 +18,8 @@
 #include "symbolizer.h"
 
 #include "hash.h"
+#define HS_HASH_TABLE_LIBC
+#include "hash_table.h"
 #include "proc_maps.h"
 #include "range_lookup.h"
 
@@ -70,6 +72,33 @@ struct cu_index {
     size_t nsubs;
 };
 
+static inline uint64_t cu_off_hash(const Dwarf_Off *off, const void *ctx)
+{
+    (void)ctx;
+    return *off;
+}
+static inline uint64_t cu_hash(const struct cu_index *c, const void *ctx)
+{
+    return cu_off_hash(&c->cu_off, ctx);
+}
+static inline bool cu_matches(const struct cu_index *c, const Dwarf_Off *off, const void *ctx)
+{
+    (void)ctx;
+    return c->cu_off == *off;
+}
+static inline bool cu_is_empty(const struct cu_index *c)
+{
+    return !c->cu_used;
+}
+static inline void cu_clear(struct cu_index *c)
+{
+    c->cu_used = false;
+}
+
+/* CU offset -> its subprogram index (hash_table.h). */
+HS_HASH_TABLE_DEFINE(cu_table, struct cu_index, Dwarf_Off, cu_off_hash, cu_hash, cu_matches,
+                     cu_is_empty, cu_clear)
+
 /* Address range of a compilation unit, from its DIE, in DWARF addresses. */
 struct cu_range {
     Dwarf_Addr lo, hi;
@@ -77,7 +106,6 @@ struct cu_range {
 };
 
 struct sym_file {
-    struct sym_file *hnext; /* hash chain */
     uint64_t hash;
     const char *path; /* as declared (pool) */
     size_t path_len;
@@ -100,10 +128,9 @@ struct sym_file {
     struct sym_ent *syms;
     size_t nsyms;
     bool syms_built;
-    /* Per-CU subprogram indexes (open addressing on the CU offset), so that the function
-     * containing a pc is found by binary search instead of a walk over the CU's DIEs. */
-    struct cu_index *cus;
-    size_t ncus, cap_cus;
+    /* Per-CU subprogram indexes (by CU offset), so that the function containing a pc is
+     * found by binary search instead of a walk over the CU's DIEs. */
+    struct cu_table cus;
     /* CU ranges from the CU DIEs, for when .debug_aranges is missing or incomplete (clang
      * emits none by default, and libdwfl 0.188 then finds no CU), built on first need. */
     struct cu_range *curanges;
@@ -115,6 +142,42 @@ struct sym_file {
     size_t run_base;
     uint64_t run_last_offset;
 };
+
+/* path -> file record (hash_table.h): the table holds the records, keys read from them. */
+typedef struct sym_file *sym_file_ref;
+struct path_key {
+    const char *path;
+    size_t len;
+    uint64_t hash;
+};
+
+static inline uint64_t path_key_hash(const struct path_key *k, const void *ctx)
+{
+    (void)ctx;
+    return k->hash;
+}
+static inline uint64_t file_hash(const sym_file_ref *f, const void *ctx)
+{
+    (void)ctx;
+    return (*f)->hash;
+}
+static inline bool file_matches(const sym_file_ref *f, const struct path_key *k, const void *ctx)
+{
+    (void)ctx;
+    return (*f)->hash == k->hash && (*f)->path_len == k->len &&
+           memcmp((*f)->path, k->path, k->len) == 0;
+}
+static inline bool file_is_empty(const sym_file_ref *f)
+{
+    return *f == NULL;
+}
+static inline void file_clear(sym_file_ref *f)
+{
+    *f = NULL;
+}
+
+HS_HASH_TABLE_DEFINE(file_table, sym_file_ref, struct path_key, path_key_hash, file_hash,
+                     file_matches, file_is_empty, file_clear)
 
 struct sym_map {
     uintptr_t start, end;
@@ -132,6 +195,39 @@ struct cache_slot {
     uint8_t used;
     uint8_t is_ret;
 };
+
+struct cache_key {
+    uintptr_t pc;
+    bool is_ret;
+};
+
+static inline uint64_t cache_key_hash(const struct cache_key *k, const void *ctx)
+{
+    (void)ctx;
+    return (uint64_t)k->pc ^ (k->is_ret ? 0x5bd1e995u : 0);
+}
+static inline uint64_t cache_slot_hash(const struct cache_slot *c, const void *ctx)
+{
+    return cache_key_hash(&(struct cache_key){c->pc, c->is_ret}, ctx);
+}
+static inline bool cache_matches(const struct cache_slot *c, const struct cache_key *k,
+                                 const void *ctx)
+{
+    (void)ctx;
+    return c->pc == k->pc && c->is_ret == k->is_ret;
+}
+static inline bool cache_is_empty(const struct cache_slot *c)
+{
+    return !c->used;
+}
+static inline void cache_slot_clear(struct cache_slot *c)
+{
+    c->used = 0;
+}
+
+/* (pc, is_ret) -> its frames in s->frames (hash_table.h). */
+HS_HASH_TABLE_DEFINE(cache_table, struct cache_slot, struct cache_key, cache_key_hash,
+                     cache_slot_hash, cache_matches, cache_is_empty, cache_slot_clear)
 
 struct str_chunk {
     struct str_chunk *next;
@@ -153,11 +249,9 @@ struct hs_symbolizer {
 
     struct sym_file **files;
     size_t nfiles, cap_files;
-    struct sym_file **buckets;
-    size_t nbuckets;
+    struct file_table by_path;
 
-    struct cache_slot *cache;
-    size_t cache_cap, cache_used;
+    struct cache_table cache;
     bool cache_stale;
     struct hs_frame_info *frames;
     size_t nframes, cap_frames;
@@ -587,33 +681,14 @@ static int find_elf_cb(Dwfl_Module *mod, void **userdata, const char *modname, D
 
 /* ---- Files ---- */
 
-static int files_rehash(struct hs_symbolizer *s, size_t nb)
-{
-    struct sym_file **b = calloc(nb, sizeof(*b));
-    if (!b)
-        return -1;
-    for (size_t i = 0; i < s->nfiles; i++) {
-        struct sym_file *f = s->files[i];
-        size_t k = f->hash & (nb - 1);
-        f->hnext = b[k];
-        b[k] = f;
-    }
-    free(s->buckets);
-    s->buckets = b;
-    s->nbuckets = nb;
-    return 0;
-}
-
 /* The record of path[0..len), created if new. */
 static struct sym_file *file_get(struct hs_symbolizer *s, const char *path, size_t len)
 {
-    uint64_t h = hs_hash_bytes(path, len);
-    if (s->nbuckets) {
-        for (struct sym_file *f = s->buckets[h & (s->nbuckets - 1)]; f; f = f->hnext)
-            if (f->hash == h && f->path_len == len && memcmp(f->path, path, len) == 0)
-                return f;
-    }
-    if (s->nfiles + 1 > s->nbuckets / 2 && files_rehash(s, s->nbuckets ? s->nbuckets * 2 : 64))
+    struct path_key key = {path, len, hs_hash_bytes(path, len)};
+    struct sym_file **known = file_table_find(&s->by_path, &key);
+    if (known)
+        return *known;
+    if (!file_table_reserve(&s->by_path, 1))
         return NULL;
     struct sym_file **fs = grow(s->files, &s->cap_files, s->nfiles + 1, sizeof(*fs));
     if (!fs)
@@ -628,14 +703,13 @@ static struct sym_file *file_get(struct hs_symbolizer *s, const char *path, size
         return NULL;
     }
     f->path_len = len;
-    f->hash = h;
+    f->hash = key.hash;
+    cu_table_init(&f->cus, &hs_table_libc, NULL, 50);
     f->is_file = path[0] == '/';
     f->build_id_hex = "";
     f->owner = s;
     s->files[s->nfiles++] = f;
-    size_t k = h & (s->nbuckets - 1);
-    f->hnext = s->buckets[k];
-    s->buckets[k] = f;
+    file_table_put(&s->by_path, &f);
     return f;
 }
 
@@ -755,9 +829,10 @@ static void file_free(struct sym_file *f)
     free(f->build_id);
     free(f->debuglink);
     free(f->syms);
-    for (size_t i = 0; i < f->cap_cus; i++)
-        free(f->cus[i].subs);
-    free(f->cus);
+    size_t pos = 0;
+    for (struct cu_index *c; (c = cu_table_next(&f->cus, &pos)) != NULL;)
+        free(c->subs);
+    cu_table_destroy(&f->cus);
     free(f->curanges);
     free(f);
 }
@@ -1198,29 +1273,11 @@ static int sub_cmp(const void *a, const void *b)
 static struct cu_index *cu_index_get(struct sym_file *f, Dwarf_Die *cudie)
 {
     Dwarf_Off key = dwarf_dieoffset(cudie);
-    if ((f->ncus + 1) * 2 > f->cap_cus) {
-        size_t ncap = f->cap_cus ? f->cap_cus * 2 : 64;
-        struct cu_index *n = calloc(ncap, sizeof(*n));
-        if (!n)
-            return NULL;
-        for (size_t i = 0; i < f->cap_cus; i++) {
-            if (!f->cus[i].cu_used)
-                continue;
-            size_t k = (size_t)(f->cus[i].cu_off * 0x9E3779B97F4A7C15ull >> 32) & (ncap - 1);
-            while (n[k].cu_used)
-                k = (k + 1) & (ncap - 1);
-            n[k] = f->cus[i];
-        }
-        free(f->cus);
-        f->cus = n;
-        f->cap_cus = ncap;
-    }
-    size_t k = (size_t)(key * 0x9E3779B97F4A7C15ull >> 32) & (f->cap_cus - 1);
-    while (f->cus[k].cu_used) {
-        if (f->cus[k].cu_off == key)
-            return &f->cus[k];
-        k = (k + 1) & (f->cap_cus - 1);
-    }
+    struct cu_index *known = cu_table_find(&f->cus, &key);
+    if (known)
+        return known;
+    if (!cu_table_reserve(&f->cus, 1))
+        return NULL;
     struct sub_vec sv = {0};
     collect_subs(cudie, &sv, 0);
     if (sv.failed) {
@@ -1229,10 +1286,8 @@ static struct cu_index *cu_index_get(struct sym_file *f, Dwarf_Die *cudie)
     }
     if (sv.n > 1)
         qsort(sv.v, sv.n, sizeof(*sv.v), sub_cmp);
-    struct cu_index *c = &f->cus[k];
-    *c = (struct cu_index){.cu_off = key, .cu_used = true, .subs = sv.v, .nsubs = sv.n};
-    f->ncus++;
-    return c;
+    return cu_table_put(&f->cus, &(struct cu_index){.cu_off = key, .cu_used = true,
+                                                    .subs = sv.v, .nsubs = sv.n});
 }
 
 /* The subprogram of the index containing addr, or NULL. */
@@ -1472,40 +1527,11 @@ static size_t compute(struct hs_symbolizer *s, uintptr_t pc, bool is_ret, struct
 
 /* ---- Cache ---- */
 
-static size_t slot_index(uintptr_t pc, bool is_ret, size_t cap)
-{
-    uint64_t h = ((uint64_t)pc ^ (is_ret ? 0x5bd1e995u : 0)) * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 20) & (cap - 1);
-}
-
 static void cache_clear(struct hs_symbolizer *s)
 {
-    if (s->cache)
-        memset(s->cache, 0, s->cache_cap * sizeof(*s->cache));
-    s->cache_used = 0;
+    cache_table_clear(&s->cache);
     s->nframes = 0;
     s->cache_stale = false;
-}
-
-static int cache_grow(struct hs_symbolizer *s)
-{
-    size_t ncap = s->cache_cap ? s->cache_cap * 2 : 4096;
-    struct cache_slot *n = calloc(ncap, sizeof(*n));
-    if (!n)
-        return -1;
-    for (size_t i = 0; i < s->cache_cap; i++) {
-        struct cache_slot *o = &s->cache[i];
-        if (!o->used)
-            continue;
-        size_t k = slot_index(o->pc, o->is_ret, ncap);
-        while (n[k].used)
-            k = (k + 1) & (ncap - 1);
-        n[k] = *o;
-    }
-    free(s->cache);
-    s->cache = n;
-    s->cache_cap = ncap;
-    return 0;
 }
 
 static size_t copy_out(const struct hs_frame_info *fr, size_t n, struct hs_frame_info *out,
@@ -1528,36 +1554,25 @@ size_t hs_symbolize(struct hs_symbolizer *s, uintptr_t pc, int is_return_address
     bool is_ret = is_return_address != 0;
     if (s->cache_stale)
         cache_clear(s);
-    if (s->cache_cap) {
-        size_t k = slot_index(pc, is_ret, s->cache_cap);
-        for (;;) {
-            struct cache_slot *c = &s->cache[k];
-            if (!c->used)
-                break;
-            if (c->pc == pc && c->is_ret == is_ret)
-                return copy_out(&s->frames[c->first], c->count, out, max);
-            k = (k + 1) & (s->cache_cap - 1);
-        }
-    }
+    const struct cache_slot *c = cache_table_find(&s->cache, &(struct cache_key){pc, is_ret});
+    if (c)
+        return copy_out(&s->frames[c->first], c->count, out, max);
 
     struct hs_frame_info tmp[HS_SYMBOLIZE_MAX_FRAMES];
     size_t n = compute(s, pc, is_ret, tmp);
 
     /* Remember it (best effort: on allocation failure the result is just not cached). */
-    if ((s->cache_used + 1) * 2 > s->cache_cap && cache_grow(s) != 0)
+    if (!cache_table_reserve(&s->cache, 1))
         return copy_out(tmp, n, out, max);
     struct hs_frame_info *fs = grow(s->frames, &s->cap_frames, s->nframes + n, sizeof(*fs));
     if (!fs)
         return copy_out(tmp, n, out, max);
     s->frames = fs;
     memcpy(&fs[s->nframes], tmp, n * sizeof(*fs));
-    size_t k = slot_index(pc, is_ret, s->cache_cap);
-    while (s->cache[k].used)
-        k = (k + 1) & (s->cache_cap - 1);
-    s->cache[k] = (struct cache_slot){
-        .pc = pc, .first = s->nframes, .count = (uint32_t)n, .used = 1, .is_ret = is_ret};
+    cache_table_put(&s->cache, &(struct cache_slot){.pc = pc, .first = s->nframes,
+                                                    .count = (uint32_t)n, .used = 1,
+                                                    .is_ret = is_ret});
     s->nframes += n;
-    s->cache_used++;
     return copy_out(tmp, n, out, max);
 }
 
@@ -1570,6 +1585,8 @@ struct hs_symbolizer *hs_symbolizer_new(const char *sysroot)
     if (!s)
         return NULL;
     s->demangle = true;
+    cache_table_init(&s->cache, &hs_table_libc, NULL, 50);
+    file_table_init(&s->by_path, &hs_table_libc, NULL, 50);
     if (sysroot && sysroot[0]) {
         size_t len = strlen(sysroot);
         while (len > 0 && sysroot[len - 1] == '/')
@@ -1601,9 +1618,9 @@ void hs_symbolizer_free(struct hs_symbolizer *s)
     for (size_t i = 0; i < s->nfiles; i++)
         file_free(s->files[i]);
     free(s->files);
-    free(s->buckets);
+    file_table_destroy(&s->by_path);
     free(s->maps);
-    free(s->cache);
+    cache_table_destroy(&s->cache);
     free(s->frames);
     while (s->chunks) {
         struct str_chunk *c = s->chunks;
