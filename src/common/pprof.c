@@ -6,7 +6,8 @@
  * back to back in one buffer, indexed by offset. String indices and pool offsets are 32-bit:
  * no table holds more than 2^32-1 entries.
  *
- * Hash maps are open-addressed with linear probing, at most half full; a slot holds an entry
+ * Hash maps are the shared table (hash_table.h), at most half full, their slots charged to the
+ * memory budget through its allocator; a slot holds an entry
  * index + 1 (0: empty) and 32 bits of the key's hash, so most mismatches are rejected without
  * touching the entry. The builder keeps one per deduplicated kind; a read profile keeps one per
  * id kind (its ids are arbitrary; a built profile's ids are index + 1).

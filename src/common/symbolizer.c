@@ -9,7 +9,7 @@
  * - maps: sorted by start, never overlapping (a new mapping trims what it overlaps). Runs
  *   (see symbolizer.h) are recomputed lazily after a change; the bias of a run is computed
  *   when first needed and kept in its first mapping.
- * - cache: open addressing on (pc, is_return_address) -> a slice of an append-only frame
+ * - cache: a hash table (hash_table.h) on (pc, is_return_address) -> a slice of an append-only frame
  *   array. Any change of the mappings clears it (lazily, at the next lookup).
  * - strings we create (paths, build-id hex, demangled names) live in a chunked pool; the
  *   others point into libelf/libdw data of files that stay open until hs_symbolizer_free.
