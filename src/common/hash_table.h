@@ -4,8 +4,9 @@
  * entry_clear) defines `struct P` and static inline functions P_init, P_destroy, P_find,
  * P_find_or_insert, P_reserve, P_put, P_erase, P_remove, P_next, P_clear, P_check, P_slot_of.
  * entry_t and key_t must each be one type name (typedef a pointer type first: "const entry_t *"
- * must mean a pointer to a const entry). The entry type is stored in the slots themselves: a struct with its key and value, or a
- * 32-bit index into the caller's own array (keys compared through the table's ctx).
+ * must mean a pointer to a const entry). The entry type is stored in the slots themselves: a struct
+ * with its key and value, or a 32-bit index into the caller's own array (keys compared through the
+ * table's ctx).
  *
  * The caller supplies, as functions or macros (ctx is the pointer given to P_init):
  *   uint64_t key_hash(const key_t *k, const void *ctx)        the key's hash;
@@ -73,7 +74,7 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
     return i <= j ? (h <= i || h > j) : (h <= i && h > j);
 }
 
-#define HS_HASH_TABLE_DEFINE(P, entry_t, key_t, key_hash, entry_hash, entry_matches,             \
+#define HS_HASH_TABLE_DEFINE(P, entry_t, key_t, key_hash, entry_hash, entry_matches,               \
                              entry_is_empty, entry_clear)                                          \
     struct P {                                                                                     \
         entry_t *slots;                                                                            \
@@ -85,7 +86,7 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
         struct hs_table_alloc alloc;                                                               \
     };                                                                                             \
                                                                                                    \
-    /* An empty table: nothing is allocated before the first insertion. */                        \
+    /* An empty table: nothing is allocated before the first insertion. */                         \
     static inline void P##_init(struct P *t, const struct hs_table_alloc *alloc, const void *ctx,  \
                                 unsigned max_load_percent)                                         \
     {                                                                                              \
@@ -106,9 +107,9 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
         return hs_hash_table_home(entry_hash(e, t->ctx), t->shift);                                \
     }                                                                                              \
                                                                                                    \
-    /* Walks the whole table and checks the invariants of the header (O(cap)): from an empty \
-     * slot round the table, each entry's home lies in its run, between the run's first slot \
-     * and the entry. */                                                                     \
+    /* Walks the whole table and checks the invariants of the header (O(cap)): from an empty       \
+     * slot round the table, each entry's home lies in its run, between the run's first slot       \
+     * and the entry. */                                                                           \
     static inline void P##_check(const struct P *t)                                                \
     {                                                                                              \
         if (t->cap == 0) {                                                                         \
@@ -141,7 +142,7 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
         if (t->count == 0)                                                                         \
             return NULL;                                                                           \
         size_t mask = t->cap - 1;                                                                  \
-        for (size_t i = hs_hash_table_home(key_hash(k, t->ctx), t->shift);; i = (i + 1) & mask) { \
+        for (size_t i = hs_hash_table_home(key_hash(k, t->ctx), t->shift);; i = (i + 1) & mask) {  \
             entry_t *e = &t->slots[i];                                                             \
             if (entry_is_empty(e))                                                                 \
                 return NULL;                                                                       \
@@ -150,7 +151,7 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* Stores e, whose key must be absent, in a table with room for it (P_reserve). */           \
+    /* Stores e, whose key must be absent, in a table with room for it (P_reserve). */             \
     static inline entry_t *P##_put(struct P *t, const entry_t *e)                                  \
     {                                                                                              \
         hs_assert(!entry_is_empty(e));                                                             \
@@ -163,9 +164,9 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
         return &t->slots[i];                                                                       \
     }                                                                                              \
                                                                                                    \
-    /* Room for `more` further entries without passing the load limit; false (the table as it  \
-     * was) when the allocator fails or the size would overflow. The entries are rehashed     \
-     * with entry_hash, so ctx must already see every entry's key. */                            \
+    /* Room for `more` further entries without passing the load limit; false (the table as it      \
+     * was) when the allocator fails or the size would overflow. The entries are rehashed          \
+     * with entry_hash, so ctx must already see every entry's key. */                              \
     static inline bool P##_reserve(struct P *t, size_t more)                                       \
     {                                                                                              \
         if (more > SIZE_MAX / 100 - t->count)                                                      \
@@ -202,10 +203,10 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
         return true;                                                                               \
     }                                                                                              \
                                                                                                    \
-    /* The slot of key k; when k is absent (*inserted set true) a new slot counted in the      \
-     * table, still empty, in which the caller must store an entry with key k before any other \
-     * call. NULL when the table had to grow and could not (nothing changed). */                 \
-    static inline entry_t *P##_find_or_insert(struct P *t, const key_t *k, bool *inserted)        \
+    /* The slot of key k; when k is absent (*inserted set true) a new slot counted in the          \
+     * table, still empty, in which the caller must store an entry with key k before any other     \
+     * call. NULL when the table had to grow and could not (nothing changed). */                   \
+    static inline entry_t *P##_find_or_insert(struct P *t, const key_t *k, bool *inserted)         \
     {                                                                                              \
         entry_t *e = P##_find(t, k);                                                               \
         *inserted = false;                                                                         \
@@ -213,7 +214,7 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
             return e;                                                                              \
         if (!P##_reserve(t, 1))                                                                    \
             return NULL;                                                                           \
-        size_t mask = t->cap - 1, i = hs_hash_table_home(key_hash(k, t->ctx), t->shift);          \
+        size_t mask = t->cap - 1, i = hs_hash_table_home(key_hash(k, t->ctx), t->shift);           \
         while (!entry_is_empty(&t->slots[i]))                                                      \
             i = (i + 1) & mask;                                                                    \
         t->count++;                                                                                \
@@ -221,13 +222,13 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
         return &t->slots[i];                                                                       \
     }                                                                                              \
                                                                                                    \
-    /* Removes the entry in slot e (from P_find or P_next): the later entries of its probe run \
-     * that may move back fill the hole, so no tombstone is left. */                              \
+    /* Removes the entry in slot e (from P_find or P_next): the later entries of its probe run     \
+     * that may move back fill the hole, so no tombstone is left. */                               \
     static inline void P##_erase(struct P *t, entry_t *e)                                          \
     {                                                                                              \
         hs_assert(e >= t->slots && e < t->slots + t->cap && !entry_is_empty(e));                   \
         size_t mask = t->cap - 1, i = (size_t)(e - t->slots);                                      \
-        for (size_t j = (i + 1) & mask; !entry_is_empty(&t->slots[j]); j = (j + 1) & mask) {      \
+        for (size_t j = (i + 1) & mask; !entry_is_empty(&t->slots[j]); j = (j + 1) & mask) {       \
             if (hs_hash_table_may_shift(P##_home(t, &t->slots[j]), i, j)) {                        \
                 t->slots[i] = t->slots[j];                                                         \
                 i = j;                                                                             \
@@ -239,7 +240,7 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
             P##_check(t);                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* Removes the entry with key k; false when there is none. */                                 \
+    /* Removes the entry with key k; false when there is none. */                                  \
     static inline bool P##_remove(struct P *t, const key_t *k)                                     \
     {                                                                                              \
         entry_t *e = P##_find(t, k);                                                               \
@@ -249,8 +250,8 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
         return true;                                                                               \
     }                                                                                              \
                                                                                                    \
-    /* The next entry at or after slot *pos, *pos moved past it; NULL at the end. Start with  \
-     * *pos = 0. */                                                                               \
+    /* The next entry at or after slot *pos, *pos moved past it; NULL at the end. Start with       \
+     * *pos = 0. */                                                                                \
     static inline entry_t *P##_next(const struct P *t, size_t *pos)                                \
     {                                                                                              \
         for (size_t i = *pos; i < t->cap; i++) {                                                   \
@@ -271,7 +272,7 @@ static inline bool hs_hash_table_may_shift(size_t h, size_t i, size_t j)
         t->count = 0;                                                                              \
     }                                                                                              \
                                                                                                    \
-    /* The index of slot e (tests, and callers that keep slot numbers). */                        \
+    /* The index of slot e (tests, and callers that keep slot numbers). */                         \
     static inline size_t P##_slot_of(const struct P *t, const entry_t *e)                          \
     {                                                                                              \
         return (size_t)(e - t->slots);                                                             \
@@ -293,7 +294,8 @@ static inline void hs_table_libc_free(void *ctx, void *p, size_t size)
     (void)size;
     free(p);
 }
-__attribute__((unused)) static const struct hs_table_alloc hs_table_libc = {hs_table_libc_alloc, hs_table_libc_free, NULL};
+__attribute__((unused)) static const struct hs_table_alloc hs_table_libc = {
+    hs_table_libc_alloc, hs_table_libc_free, NULL};
 #endif
 
 #endif

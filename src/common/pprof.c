@@ -279,7 +279,7 @@ static void maps_init(struct hs_pprof *p)
 {
     const struct hs_table_alloc a = {map_alloc, map_release, p};
     struct pp_map *maps[] = {&p->str_map, &p->map_dedup, &p->func_dedup, &p->loc_dedup,
-                             &p->map_ids, &p->func_ids, &p->loc_ids};
+                             &p->map_ids, &p->func_ids,  &p->loc_ids};
     for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
         pp_map_init(maps[i], &a, p, 50);
 }

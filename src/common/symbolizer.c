@@ -9,8 +9,8 @@
  * - maps: sorted by start, never overlapping (a new mapping trims what it overlaps). Runs
  *   (see symbolizer.h) are recomputed lazily after a change; the bias of a run is computed
  *   when first needed and kept in its first mapping.
- * - cache: a hash table (hash_table.h) on (pc, is_return_address) -> a slice of an append-only frame
- *   array. Any change of the mappings clears it (lazily, at the next lookup).
+ * - cache: a hash table (hash_table.h) on (pc, is_return_address) -> a slice of an
+ *   append-only frame array. Any change of the mappings clears it (lazily, at the next lookup).
  * - strings we create (paths, build-id hex, demangled names) live in a chunked pool; the
  *   others point into libelf/libdw data of files that stay open until hs_symbolizer_free.
  */
@@ -1286,8 +1286,8 @@ static struct cu_index *cu_index_get(struct sym_file *f, Dwarf_Die *cudie)
     }
     if (sv.n > 1)
         qsort(sv.v, sv.n, sizeof(*sv.v), sub_cmp);
-    return cu_table_put(&f->cus, &(struct cu_index){.cu_off = key, .cu_used = true,
-                                                    .subs = sv.v, .nsubs = sv.n});
+    return cu_table_put(
+        &f->cus, &(struct cu_index){.cu_off = key, .cu_used = true, .subs = sv.v, .nsubs = sv.n});
 }
 
 /* The subprogram of the index containing addr, or NULL. */
@@ -1569,9 +1569,10 @@ size_t hs_symbolize(struct hs_symbolizer *s, uintptr_t pc, int is_return_address
         return copy_out(tmp, n, out, max);
     s->frames = fs;
     memcpy(&fs[s->nframes], tmp, n * sizeof(*fs));
-    cache_table_put(&s->cache, &(struct cache_slot){.pc = pc, .first = s->nframes,
-                                                    .count = (uint32_t)n, .used = 1,
-                                                    .is_ret = is_ret});
+    cache_table_put(
+        &s->cache,
+        &(struct cache_slot){
+            .pc = pc, .first = s->nframes, .count = (uint32_t)n, .used = 1, .is_ret = is_ret});
     s->nframes += n;
     return copy_out(tmp, n, out, max);
 }

@@ -236,8 +236,7 @@ static bool build_tree(struct tree *t, const struct hs_fg_input *in)
     t->nv = in->diff ? 2 * HS_FG_VALUES : HS_FG_VALUES;
     name_table_init(&t->name_slots, &hs_table_libc, t, 50);
     edge_table_init(&t->node_slots, &hs_table_libc, t, 50);
-    if (!intern(t, "all", &all) ||
-        !add_node(t, UINT32_MAX, all))
+    if (!intern(t, "all", &all) || !add_node(t, UINT32_MAX, all))
         return false;
     for (size_t i = 0; i < in->num_stacks; i++) {
         const struct hs_fg_stack *s = &in->stacks[i];

@@ -65,7 +65,9 @@ struct fn_stat {
 };
 
 /* Labels are interned: the table compares pointers. */
-static uint64_t fn_key_hash(const char *const *label, const void *ctx)
+typedef const char *label_ref;
+
+static uint64_t fn_key_hash(const label_ref *label, const void *ctx)
 {
     (void)ctx;
     return (uintptr_t)*label;
@@ -74,7 +76,7 @@ static uint64_t fn_entry_hash(const struct fn_stat *e, const void *ctx)
 {
     return fn_key_hash(&e->label, ctx);
 }
-static bool fn_matches(const struct fn_stat *e, const char *const *label, const void *ctx)
+static bool fn_matches(const struct fn_stat *e, const label_ref *label, const void *ctx)
 {
     (void)ctx;
     return e->label == *label;
@@ -88,8 +90,8 @@ static void fn_clear(struct fn_stat *e)
     e->label = NULL;
 }
 
-HS_HASH_TABLE_DEFINE(fn_table, struct fn_stat, const char *, fn_key_hash, fn_entry_hash,
-                     fn_matches, fn_is_empty, fn_clear)
+HS_HASH_TABLE_DEFINE(fn_table, struct fn_stat, label_ref, fn_key_hash, fn_entry_hash, fn_matches,
+                     fn_is_empty, fn_clear)
 
 static struct fn_stat *fn_find(struct fn_table *t, const char *label)
 {
@@ -108,9 +110,8 @@ static void add_values(int64_t *dst, const int64_t *src)
         dst[v] += src[v];
 }
 
-static void print_function_table(FILE *out, struct hs_rep_profile *p,
-                                 const struct fn_table *table, bool self,
-                                 const struct hs_rep_output_options *o)
+static void print_function_table(FILE *out, struct hs_rep_profile *p, const struct fn_table *table,
+                                 bool self, const struct hs_rep_output_options *o)
 {
     const struct fn_stat *stats = table->slots;
     size_t cap = table->cap, n = table->count;

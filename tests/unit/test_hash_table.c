@@ -3,9 +3,9 @@
  *
  * The table runs random insert / find / erase sequences against a plain array model, with a
  * good hash, with one hash value for every key and with ~67 keys per value (long probe
- * runs that wrap around the table's end), built at assert level 2 so every grow and erase walks the whole table (P_check).
- * Deletion at the end of the table is checked slot by slot; growth, iteration, failing
- * allocators and a table of indices compared through its ctx are covered too.
+ * runs that wrap around the table's end), built at assert level 2 so every grow and erase walks the
+ * whole table (P_check). Deletion at the end of the table is checked slot by slot; growth,
+ * iteration, failing allocators and a table of indices compared through its ctx are covered too.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -71,7 +71,7 @@ static bool kv_insert(struct kv_table *t, uint64_t key, uint64_t val)
 /* ---- Allocators that count and fail ----------------------------------------------------- */
 
 struct counting_alloc {
-    long live;      /* blocks allocated and not freed */
+    long live;       /* blocks allocated and not freed */
     long fail_after; /* allocations left before every one fails; < 0: never fail */
 };
 
@@ -369,9 +369,20 @@ static void test_ranges(void)
     const struct {
         uintptr_t addr;
         size_t want;
-    } cases[] = {{0, n},  {9, n},  {10, 0}, {19, 0}, {20, 1},          {29, 1},
-                 {30, n}, {39, n}, {40, 2}, {49, 2}, {50, n},          {UINT64_MAX - 11, n},
-                 {UINT64_MAX - 10, 3},                                 {UINT64_MAX - 1, 3},
+    } cases[] = {{0, n},
+                 {9, n},
+                 {10, 0},
+                 {19, 0},
+                 {20, 1},
+                 {29, 1},
+                 {30, n},
+                 {39, n},
+                 {40, 2},
+                 {49, 2},
+                 {50, n},
+                 {UINT64_MAX - 11, n},
+                 {UINT64_MAX - 10, 3},
+                 {UINT64_MAX - 1, 3},
                  {UINT64_MAX, n}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         if (!CHECK_EQ(hs_range_find(r, n, cases[i].addr, begin, end), cases[i].want))

@@ -182,8 +182,8 @@ HS_HASH_TABLE_DEFINE(trie_table, uint32_t, struct trie_key, trie_key_hash, trie_
                      trie_matches, id_is_empty, id_clear)
 HS_HASH_TABLE_DEFINE(site_table, uint32_t, struct site_key, site_key_hash, site_entry_hash,
                      site_matches, index_is_empty, index_clear)
-HS_HASH_TABLE_DEFINE(live_table, struct live_block, struct addr_key, addr_key_hash,
-                     live_entry_hash, live_matches, live_is_empty, live_clear)
+HS_HASH_TABLE_DEFINE(live_table, struct live_block, struct addr_key, addr_key_hash, live_entry_hash,
+                     live_matches, live_is_empty, live_clear)
 HS_HASH_TABLE_DEFINE(pend_table, uint32_t, struct addr_key, addr_key_hash, pend_entry_hash,
                      pend_matches, index_is_empty, index_clear)
 
