@@ -372,6 +372,8 @@ static const char *string_at(struct symbols *sy, size_t off)
 /* Index of the mapping containing addr, or SIZE_MAX (maps are in ascending address order). */
 static size_t find_map(struct symbols *sy, uintptr_t addr)
 {
+    if (sy->num_maps == 0)
+        return SIZE_MAX; /* and there is no array to point at */
     size_t i = hs_range_find(map_at(sy, 0), sy->num_maps, addr, start, end);
     return i < sy->num_maps ? i : SIZE_MAX;
 }

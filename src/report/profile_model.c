@@ -334,6 +334,8 @@ static int by_start(const void *a, const void *b)
 /* The mapping of mappings[first, last) (sorted by start) holding pc, or HS_REP_NO_MAPPING. */
 static size_t mapping_of(const struct hs_rep_profile *p, size_t first, size_t last, uint64_t pc)
 {
+    if (first >= last)
+        return HS_REP_NO_MAPPING; /* and p->mappings may be NULL */
     size_t i = hs_range_find(p->mappings + first, last - first, pc, start, limit);
     return i < last - first ? first + i : HS_REP_NO_MAPPING;
 }
