@@ -73,6 +73,17 @@ void *hs_arena_grow(struct hs_arena *a, void *p, size_t old_size, size_t new_siz
 /* Returns a block to the arena; `size` must be the size it was allocated with. NULL is ok. */
 void hs_arena_free(struct hs_arena *a, void *p, size_t size);
 
+/* The arena as a hash table's allocator (hash_table.h): {hs_arena_table_alloc,
+ * hs_arena_table_free, arena}. */
+static inline void *hs_arena_table_alloc(void *arena, size_t size)
+{
+    return hs_arena_alloc(arena, size);
+}
+static inline void hs_arena_table_free(void *arena, void *p, size_t size)
+{
+    hs_arena_free(arena, p, size);
+}
+
 /* Bytes the arena has mapped (chunks and large blocks). */
 size_t hs_arena_mapped_bytes(const struct hs_arena *a);
 

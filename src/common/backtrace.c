@@ -8,7 +8,7 @@
 #include "elf_cache.h"
 #include "elf_symbols.h"
 #include "format.h"
-#include "hash.h"
+#include "hash_table.h"
 #include "log.h"
 #include "maps_snapshot.h"
 #include "proc_maps.h"
@@ -232,6 +232,34 @@ struct memo_entry {
     uint32_t len;
 };
 
+static inline uint64_t memo_key_hash(const uintptr_t *pc, const void *ctx)
+{
+    (void)ctx;
+    return *pc;
+}
+static inline uint64_t memo_entry_hash(const struct memo_entry *e, const void *ctx)
+{
+    (void)ctx;
+    return e->key;
+}
+static inline bool memo_matches(const struct memo_entry *e, const uintptr_t *pc, const void *ctx)
+{
+    (void)ctx;
+    return e->key == *pc;
+}
+static inline bool memo_is_empty(const struct memo_entry *e)
+{
+    return e->key == 0;
+}
+static inline void memo_clear(struct memo_entry *e)
+{
+    e->key = 0;
+}
+
+/* pc -> its frame line's text (hash_table.h, in the printer's arena). */
+HS_HASH_TABLE_DEFINE(memo_table, struct memo_entry, uintptr_t, memo_key_hash, memo_entry_hash,
+                     memo_matches, memo_is_empty, memo_clear)
+
 /* Text blocks are carved from chunks of this size, all freed together. */
 #define MEMO_CHUNK (64 * 1024)
 /* A pc outside every mapping re-reads the maps, at most this many times per printer. */
@@ -243,8 +271,7 @@ struct hs_backtrace_printer {
     bool maps_read;
     unsigned rereads;
     struct symbolizer sym;
-    struct memo_entry *table; /* open addressing, linear probing; capacity a power of two */
-    size_t capacity, used;
+    struct memo_table memo;
     char *chunk; /* current text chunk; its first word links to the previous one */
     size_t chunk_used;
 };
@@ -255,6 +282,8 @@ struct hs_backtrace_printer *hs_backtrace_printer_new(struct hs_arena *arena)
     if (!p)
         return NULL;
     p->arena = arena;
+    const struct hs_table_alloc in_arena = {hs_arena_table_alloc, hs_arena_table_free, arena};
+    memo_table_init(&p->memo, &in_arena, NULL, 50);
     hs_maps_snapshot_init(&p->maps, arena);
     p->sym.have_map = false;
     hs_elf_cache_init(&p->sym.files);
@@ -269,7 +298,7 @@ void hs_backtrace_printer_free(struct hs_backtrace_printer *p)
         return;
     hs_elf_cache_close(&p->sym.files);
     hs_maps_snapshot_free(&p->maps);
-    hs_arena_free(p->arena, p->table, p->capacity * sizeof(*p->table));
+    memo_table_destroy(&p->memo);
     while (p->chunk) {
         char *prev;
         memcpy(&prev, p->chunk, sizeof(prev));
@@ -296,34 +325,6 @@ static bool find_map(struct symbolizer *s, uintptr_t addr)
     p->rereads++;
     hs_maps_snapshot_read(&p->maps, 0);
     return hs_maps_snapshot_find(&p->maps, addr, &s->map);
-}
-
-static struct memo_entry *memo_slot(struct hs_backtrace_printer *p, uintptr_t key)
-{
-    size_t mask = p->capacity - 1;
-    for (size_t i = hs_hash_mix64(key) & mask;; i = (i + 1) & mask)
-        if (p->table[i].key == key || p->table[i].key == 0)
-            return &p->table[i];
-}
-
-/* Room for one more entry (load kept under one half). False when memory runs out. */
-static bool memo_reserve(struct hs_backtrace_printer *p)
-{
-    if (2 * (p->used + 1) <= p->capacity)
-        return true;
-    size_t old_cap = p->capacity;
-    struct memo_entry *old = p->table;
-    size_t cap = old_cap ? 2 * old_cap : 1024;
-    struct memo_entry *table = hs_arena_calloc(p->arena, cap * sizeof(*table));
-    if (!table)
-        return false;
-    p->table = table;
-    p->capacity = cap;
-    for (size_t i = 0; i < old_cap; i++)
-        if (old[i].key)
-            *memo_slot(p, old[i].key) = old[i];
-    hs_arena_free(p->arena, old, old_cap * sizeof(*old));
-    return true;
 }
 
 /* A copy of text[0, len) in the printer's chunks, or NULL. */
@@ -364,23 +365,19 @@ static void put_frame(struct symbolizer *s, size_t index, uintptr_t pc, const st
         return;
     }
     uintptr_t key = pc;
-    if (p->capacity) {
-        const struct memo_entry *e = memo_slot(p, key);
-        if (e->key == key) {
-            put_line(o, "          #%02zu  pc %.*s", index, (int)e->len, e->text);
-            return;
-        }
+    const struct memo_entry *e = memo_table_find(&p->memo, &key);
+    if (e) {
+        put_line(o, "          #%02zu  pc %.*s", index, (int)e->len, e->text);
+        return;
     }
     char text[HS_LOG_LINE_MAX];
     describe_frame(s, pc, &d);
     size_t len = frame_text(&d, text, sizeof(text));
     put_line(o, "          #%02zu  pc %.*s", index, (int)len, text);
-    if (memo_reserve(p)) {
+    if (memo_table_reserve(&p->memo, 1)) {
         const char *copy = memo_store_text(p, text, len);
-        if (copy) {
-            *memo_slot(p, key) = (struct memo_entry){key, copy, (uint32_t)len};
-            p->used++;
-        }
+        if (copy)
+            memo_table_put(&p->memo, &(struct memo_entry){key, copy, (uint32_t)len});
     }
 }
 

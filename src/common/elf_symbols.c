@@ -7,6 +7,7 @@
 #include "elf_symbols.h"
 
 #include "arena.h"
+#include "range_lookup.h"
 #include "sort.h"
 
 #include <elf.h>
@@ -385,14 +386,7 @@ static const struct hs_elf_sym_entry *index_find(const struct hs_elf_index *ix, 
                                                  uint64_t vaddr)
 {
     const struct hs_elf_sym_entry *e = ix->syms[w];
-    size_t lo = 0, hi = ix->count[w];
-    while (lo < hi) { /* first entry with value > vaddr */
-        size_t mid = lo + (hi - lo) / 2;
-        if (e[mid].value <= vaddr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_upper_bound(e, ix->count[w], vaddr, value); /* first value > vaddr */
     const struct hs_elf_sym_entry *best = NULL;
     for (size_t i = lo; i-- > 0;) {
         if (vaddr - e[i].value >= ix->max_size[w])

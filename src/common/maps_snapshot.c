@@ -1,6 +1,8 @@
 /* maps_snapshot.c: /proc/<pid>/maps parsed once into a sorted array (see maps_snapshot.h). */
 #include "maps_snapshot.h"
 
+#include "range_lookup.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -81,29 +83,21 @@ bool hs_maps_snapshot_read(struct hs_maps_snapshot *s, pid_t pid)
 
 bool hs_maps_snapshot_find(const struct hs_maps_snapshot *s, uintptr_t addr, struct hs_map *out)
 {
-    size_t lo = 0, hi = s->count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (addr < s->maps[mid].start)
-            hi = mid;
-        else if (addr >= s->maps[mid].end)
-            lo = mid + 1;
-        else {
-            const struct hs_snapshot_map *m = &s->maps[mid];
-            out->start = m->start;
-            out->end = m->end;
-            out->offset = m->offset;
-            out->load_base = m->load_base;
-            out->dev = m->dev;
-            out->inode = m->inode;
-            out->perms = m->perms;
-            out->deleted = m->deleted;
-            const char *path = s->paths + m->path_off;
-            size_t len = strnlen(path, sizeof(out->path) - 1);
-            memcpy(out->path, path, len);
-            out->path[len] = '\0';
-            return true;
-        }
-    }
-    return false;
+    size_t i = hs_range_find(s->maps, s->count, addr, start, end);
+    if (i == s->count)
+        return false;
+    const struct hs_snapshot_map *m = &s->maps[i];
+    out->start = m->start;
+    out->end = m->end;
+    out->offset = m->offset;
+    out->load_base = m->load_base;
+    out->dev = m->dev;
+    out->inode = m->inode;
+    out->perms = m->perms;
+    out->deleted = m->deleted;
+    const char *path = s->paths + m->path_off;
+    size_t len = strnlen(path, sizeof(out->path) - 1);
+    memcpy(out->path, path, len);
+    out->path[len] = '\0';
+    return true;
 }

@@ -1,6 +1,8 @@
 /* perf_map.c: JIT code names from /tmp/perf-PID.map (see perf_map.h). */
 #include "perf_map.h"
 
+#include "range_lookup.h"
+
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -157,14 +159,7 @@ const char *hs_perf_map_lookup(const struct hs_perf_map *m, uintptr_t pc)
     if (m == NULL || m->count == 0)
         return NULL;
     /* The last entry starting at or below pc, then back a little for overlapping ones. */
-    size_t lo = 0, hi = m->count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (m->entries[mid].start <= pc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_upper_bound(m->entries, m->count, pc, start);
     const struct entry *best = NULL;
     for (size_t i = lo, steps = 0; i > 0 && steps < 64; i--, steps++) {
         const struct entry *e = &m->entries[i - 1];

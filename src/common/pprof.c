@@ -6,7 +6,8 @@
  * back to back in one buffer, indexed by offset. String indices and pool offsets are 32-bit:
  * no table holds more than 2^32-1 entries.
  *
- * Hash maps are open-addressed with linear probing, at most half full; a slot holds an entry
+ * Hash maps are the shared table (hash_table.h), at most half full, their slots charged to the
+ * memory budget through its allocator; a slot holds an entry
  * index + 1 (0: empty) and 32 bits of the key's hash, so most mismatches are rejected without
  * touching the entry. The builder keeps one per deduplicated kind; a read profile keeps one per
  * id kind (its ids are arbitrary; a built profile's ids are index + 1).
@@ -22,8 +23,10 @@
  * and the top-level tables are allocated at their exact size. Memory is charged against the
  * budget before each allocation.
  */
-#include "hash.h"
 #include "pprof.h"
+
+#include "hash.h"
+#include "hash_table.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -72,11 +75,43 @@ struct pp_slot {
     uint32_t hash;
 };
 
-struct pp_map {
-    struct pp_slot *slots;
-    size_t mask; /* slots - 1 (a power of two minus one) */
-    size_t count;
+struct hs_pprof;
+typedef bool (*pp_eq_fn)(const struct hs_pprof *p, size_t idx, const void *key);
+
+/* What a map lookup compares: the key's 32-bit hash, then eq on the entry it names. */
+struct pp_probe {
+    uint32_t hash;
+    pp_eq_fn eq;
+    const void *key;
 };
+
+static inline uint64_t pp_probe_hash(const struct pp_probe *k, const void *ctx)
+{
+    (void)ctx;
+    return k->hash;
+}
+static inline uint64_t pp_slot_hash(const struct pp_slot *s, const void *ctx)
+{
+    (void)ctx;
+    return s->hash;
+}
+static inline bool pp_slot_matches(const struct pp_slot *s, const struct pp_probe *k,
+                                   const void *ctx)
+{
+    return s->hash == k->hash && k->eq(ctx, s->idx1 - 1, k->key);
+}
+static inline bool pp_slot_is_empty(const struct pp_slot *s)
+{
+    return s->idx1 == 0;
+}
+static inline void pp_slot_clear(struct pp_slot *s)
+{
+    s->idx1 = 0;
+}
+
+/* Entry index maps (hash_table.h); ctx is the profile, whose budget pays for the slots. */
+HS_HASH_TABLE_DEFINE(pp_map, struct pp_slot, struct pp_probe, pp_probe_hash, pp_slot_hash,
+                     pp_slot_matches, pp_slot_is_empty, pp_slot_clear)
 
 struct hs_pprof {
     int err;
@@ -195,66 +230,58 @@ static inline uint32_t hash32(uint64_t h)
     return (uint32_t)(h ^ (h >> 32));
 }
 
-typedef bool (*pp_eq_fn)(const struct hs_pprof *p, size_t idx, const void *key);
-
 /* The index of the entry equal to key, or HS_PPROF_NONE. */
 static size_t map_find(const struct hs_pprof *p, const struct pp_map *m, uint32_t h, pp_eq_fn eq,
                        const void *key)
 {
-    if (m->slots == NULL)
-        return HS_PPROF_NONE;
-    for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
-        const struct pp_slot *s = &m->slots[i];
-        if (s->idx1 == 0)
-            return HS_PPROF_NONE;
-        if (s->hash == h && eq(p, s->idx1 - 1, key))
-            return s->idx1 - 1;
-    }
-}
-
-static void map_place(struct pp_slot *slots, size_t mask, uint32_t h, uint32_t idx1)
-{
-    size_t i = h & mask;
-    while (slots[i].idx1 != 0)
-        i = (i + 1) & mask;
-    slots[i].idx1 = idx1;
-    slots[i].hash = h;
+    (void)p;
+    const struct pp_slot *s = pp_map_find(m, &(struct pp_probe){h, eq, key});
+    return s ? s->idx1 - 1 : HS_PPROF_NONE;
 }
 
 /* Adds entry idx (not in the map yet) with hash h. */
 static bool map_insert(struct hs_pprof *p, struct pp_map *m, uint32_t h, size_t idx)
 {
-    if (idx >= UINT32_MAX)
+    (void)p;
+    if (idx >= UINT32_MAX || !pp_map_reserve(m, 1))
         return false;
-    size_t cap = m->slots ? m->mask + 1 : 0;
-    if ((m->count + 1) * 2 > cap) {
-        size_t ncap = cap ? cap * 2 : 64;
-        size_t bytes = ncap * sizeof(struct pp_slot), old = cap * sizeof(struct pp_slot);
-        if (bytes > p->mem_limit - p->mem_used) {
-            p->over_budget = true;
-            return false;
-        }
-        struct pp_slot *ns = calloc(ncap, sizeof(*ns));
-        if (ns == NULL)
-            return false;
-        for (size_t i = 0; i < cap; i++)
-            if (m->slots[i].idx1 != 0)
-                map_place(ns, ncap - 1, m->slots[i].hash, m->slots[i].idx1);
-        free(m->slots);
-        p->mem_used += bytes - old;
-        m->slots = ns;
-        m->mask = ncap - 1;
-    }
-    map_place(m->slots, m->mask, h, (uint32_t)(idx + 1));
-    m->count++;
+    pp_map_put(m, &(struct pp_slot){(uint32_t)(idx + 1), h});
     return true;
 }
 
 static void map_free(struct pp_map *m)
 {
-    free(m->slots);
-    m->slots = NULL;
-    m->mask = m->count = 0;
+    pp_map_destroy(m);
+}
+
+/* Map slots, charged against the profile's memory budget. */
+static void *map_alloc(void *ctx, size_t size)
+{
+    struct hs_pprof *p = ctx;
+    if (size > p->mem_limit - p->mem_used) {
+        p->over_budget = true;
+        return NULL;
+    }
+    void *slots = malloc(size);
+    if (slots)
+        p->mem_used += size;
+    return slots;
+}
+
+static void map_release(void *ctx, void *slots, size_t size)
+{
+    struct hs_pprof *p = ctx;
+    p->mem_used -= size;
+    free(slots);
+}
+
+static void maps_init(struct hs_pprof *p)
+{
+    const struct hs_table_alloc a = {map_alloc, map_release, p};
+    struct pp_map *maps[] = {&p->str_map, &p->map_dedup, &p->func_dedup, &p->loc_dedup,
+                             &p->map_ids, &p->func_ids,  &p->loc_ids};
+    for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
+        pp_map_init(maps[i], &a, p, 50);
 }
 
 /* ---- Strings ---- */
@@ -323,6 +350,7 @@ struct hs_pprof *hs_pprof_new(void)
     if (p == NULL)
         return NULL;
     p->mem_limit = SIZE_MAX;
+    maps_init(p);
     if (intern(p, "") != 0) {
         hs_pprof_free(p);
         return NULL;
@@ -1790,6 +1818,7 @@ int hs_pprof_read_ex(const void *data, size_t len, size_t max_decoded, size_t ma
     }
     p->read_only = true;
     p->mem_limit = max_memory;
+    maps_init(p);
     r.p = p;
     bool ok = rd_parse(&r);
     free(decoded);

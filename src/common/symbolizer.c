@@ -9,15 +9,19 @@
  * - maps: sorted by start, never overlapping (a new mapping trims what it overlaps). Runs
  *   (see symbolizer.h) are recomputed lazily after a change; the bias of a run is computed
  *   when first needed and kept in its first mapping.
- * - cache: open addressing on (pc, is_return_address) -> a slice of an append-only frame
- *   array. Any change of the mappings clears it (lazily, at the next lookup).
+ * - cache: a hash table (hash_table.h) on (pc, is_return_address) -> a slice of an
+ *   append-only frame array. Any change of the mappings clears it (lazily, at the next lookup).
  * - strings we create (paths, build-id hex, demangled names) live in a chunked pool; the
  *   others point into libelf/libdw data of files that stay open until hs_symbolizer_free.
  */
 #define _GNU_SOURCE
 #include "symbolizer.h"
 
+#include "hash.h"
+#define HS_HASH_TABLE_LIBC
+#include "hash_table.h"
 #include "proc_maps.h"
+#include "range_lookup.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -68,6 +72,33 @@ struct cu_index {
     size_t nsubs;
 };
 
+static inline uint64_t cu_off_hash(const Dwarf_Off *off, const void *ctx)
+{
+    (void)ctx;
+    return *off;
+}
+static inline uint64_t cu_hash(const struct cu_index *c, const void *ctx)
+{
+    return cu_off_hash(&c->cu_off, ctx);
+}
+static inline bool cu_matches(const struct cu_index *c, const Dwarf_Off *off, const void *ctx)
+{
+    (void)ctx;
+    return c->cu_off == *off;
+}
+static inline bool cu_is_empty(const struct cu_index *c)
+{
+    return !c->cu_used;
+}
+static inline void cu_clear(struct cu_index *c)
+{
+    c->cu_used = false;
+}
+
+/* CU offset -> its subprogram index (hash_table.h). */
+HS_HASH_TABLE_DEFINE(cu_table, struct cu_index, Dwarf_Off, cu_off_hash, cu_hash, cu_matches,
+                     cu_is_empty, cu_clear)
+
 /* Address range of a compilation unit, from its DIE, in DWARF addresses. */
 struct cu_range {
     Dwarf_Addr lo, hi;
@@ -75,7 +106,6 @@ struct cu_range {
 };
 
 struct sym_file {
-    struct sym_file *hnext; /* hash chain */
     uint64_t hash;
     const char *path; /* as declared (pool) */
     size_t path_len;
@@ -98,10 +128,9 @@ struct sym_file {
     struct sym_ent *syms;
     size_t nsyms;
     bool syms_built;
-    /* Per-CU subprogram indexes (open addressing on the CU offset), so that the function
-     * containing a pc is found by binary search instead of a walk over the CU's DIEs. */
-    struct cu_index *cus;
-    size_t ncus, cap_cus;
+    /* Per-CU subprogram indexes (by CU offset), so that the function containing a pc is
+     * found by binary search instead of a walk over the CU's DIEs. */
+    struct cu_table cus;
     /* CU ranges from the CU DIEs, for when .debug_aranges is missing or incomplete (clang
      * emits none by default, and libdwfl 0.188 then finds no CU), built on first need. */
     struct cu_range *curanges;
@@ -113,6 +142,42 @@ struct sym_file {
     size_t run_base;
     uint64_t run_last_offset;
 };
+
+/* path -> file record (hash_table.h): the table holds the records, keys read from them. */
+typedef struct sym_file *sym_file_ref;
+struct path_key {
+    const char *path;
+    size_t len;
+    uint64_t hash;
+};
+
+static inline uint64_t path_key_hash(const struct path_key *k, const void *ctx)
+{
+    (void)ctx;
+    return k->hash;
+}
+static inline uint64_t file_hash(const sym_file_ref *f, const void *ctx)
+{
+    (void)ctx;
+    return (*f)->hash;
+}
+static inline bool file_matches(const sym_file_ref *f, const struct path_key *k, const void *ctx)
+{
+    (void)ctx;
+    return (*f)->hash == k->hash && (*f)->path_len == k->len &&
+           memcmp((*f)->path, k->path, k->len) == 0;
+}
+static inline bool file_is_empty(const sym_file_ref *f)
+{
+    return *f == NULL;
+}
+static inline void file_clear(sym_file_ref *f)
+{
+    *f = NULL;
+}
+
+HS_HASH_TABLE_DEFINE(file_table, sym_file_ref, struct path_key, path_key_hash, file_hash,
+                     file_matches, file_is_empty, file_clear)
 
 struct sym_map {
     uintptr_t start, end;
@@ -130,6 +195,39 @@ struct cache_slot {
     uint8_t used;
     uint8_t is_ret;
 };
+
+struct cache_key {
+    uintptr_t pc;
+    bool is_ret;
+};
+
+static inline uint64_t cache_key_hash(const struct cache_key *k, const void *ctx)
+{
+    (void)ctx;
+    return (uint64_t)k->pc ^ (k->is_ret ? 0x5bd1e995u : 0);
+}
+static inline uint64_t cache_slot_hash(const struct cache_slot *c, const void *ctx)
+{
+    return cache_key_hash(&(struct cache_key){c->pc, c->is_ret}, ctx);
+}
+static inline bool cache_matches(const struct cache_slot *c, const struct cache_key *k,
+                                 const void *ctx)
+{
+    (void)ctx;
+    return c->pc == k->pc && c->is_ret == k->is_ret;
+}
+static inline bool cache_is_empty(const struct cache_slot *c)
+{
+    return !c->used;
+}
+static inline void cache_slot_clear(struct cache_slot *c)
+{
+    c->used = 0;
+}
+
+/* (pc, is_ret) -> its frames in s->frames (hash_table.h). */
+HS_HASH_TABLE_DEFINE(cache_table, struct cache_slot, struct cache_key, cache_key_hash,
+                     cache_slot_hash, cache_matches, cache_is_empty, cache_slot_clear)
 
 struct str_chunk {
     struct str_chunk *next;
@@ -151,11 +249,9 @@ struct hs_symbolizer {
 
     struct sym_file **files;
     size_t nfiles, cap_files;
-    struct sym_file **buckets;
-    size_t nbuckets;
+    struct file_table by_path;
 
-    struct cache_slot *cache;
-    size_t cache_cap, cache_used;
+    struct cache_table cache;
     bool cache_stale;
     struct hs_frame_info *frames;
     size_t nframes, cap_frames;
@@ -296,16 +392,6 @@ static bool crc32_fd(int fd, uint32_t *out)
     }
     *out = (uint32_t)crc;
     return true;
-}
-
-static uint64_t hash_bytes(const char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
 }
 
 /* ---- Debug roots ---- */
@@ -595,33 +681,14 @@ static int find_elf_cb(Dwfl_Module *mod, void **userdata, const char *modname, D
 
 /* ---- Files ---- */
 
-static int files_rehash(struct hs_symbolizer *s, size_t nb)
-{
-    struct sym_file **b = calloc(nb, sizeof(*b));
-    if (!b)
-        return -1;
-    for (size_t i = 0; i < s->nfiles; i++) {
-        struct sym_file *f = s->files[i];
-        size_t k = f->hash & (nb - 1);
-        f->hnext = b[k];
-        b[k] = f;
-    }
-    free(s->buckets);
-    s->buckets = b;
-    s->nbuckets = nb;
-    return 0;
-}
-
 /* The record of path[0..len), created if new. */
 static struct sym_file *file_get(struct hs_symbolizer *s, const char *path, size_t len)
 {
-    uint64_t h = hash_bytes(path, len);
-    if (s->nbuckets) {
-        for (struct sym_file *f = s->buckets[h & (s->nbuckets - 1)]; f; f = f->hnext)
-            if (f->hash == h && f->path_len == len && memcmp(f->path, path, len) == 0)
-                return f;
-    }
-    if (s->nfiles + 1 > s->nbuckets / 2 && files_rehash(s, s->nbuckets ? s->nbuckets * 2 : 64))
+    struct path_key key = {path, len, hs_hash_bytes(path, len)};
+    struct sym_file **known = file_table_find(&s->by_path, &key);
+    if (known)
+        return *known;
+    if (!file_table_reserve(&s->by_path, 1))
         return NULL;
     struct sym_file **fs = grow(s->files, &s->cap_files, s->nfiles + 1, sizeof(*fs));
     if (!fs)
@@ -636,14 +703,13 @@ static struct sym_file *file_get(struct hs_symbolizer *s, const char *path, size
         return NULL;
     }
     f->path_len = len;
-    f->hash = h;
+    f->hash = key.hash;
+    cu_table_init(&f->cus, &hs_table_libc, NULL, 50);
     f->is_file = path[0] == '/';
     f->build_id_hex = "";
     f->owner = s;
     s->files[s->nfiles++] = f;
-    size_t k = h & (s->nbuckets - 1);
-    f->hnext = s->buckets[k];
-    s->buckets[k] = f;
+    file_table_put(&s->by_path, &f);
     return f;
 }
 
@@ -763,9 +829,10 @@ static void file_free(struct sym_file *f)
     free(f->build_id);
     free(f->debuglink);
     free(f->syms);
-    for (size_t i = 0; i < f->cap_cus; i++)
-        free(f->cus[i].subs);
-    free(f->cus);
+    size_t pos = 0;
+    for (struct cu_index *c; (c = cu_table_next(&f->cus, &pos)) != NULL;)
+        free(c->subs);
+    cu_table_destroy(&f->cus);
     free(f->curanges);
     free(f);
 }
@@ -775,15 +842,7 @@ static void file_free(struct sym_file *f)
 /* Index of the first mapping whose end is above addr (ends are increasing too). */
 static size_t maps_first_ending_after(const struct hs_symbolizer *s, uintptr_t addr)
 {
-    size_t lo = 0, hi = s->nmaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->maps[mid].end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return hs_range_first_ending_after(s->maps, s->nmaps, addr, end);
 }
 
 static void maps_changed(struct hs_symbolizer *s)
@@ -1067,14 +1126,7 @@ static const struct sym_ent *sym_lookup(struct hs_symbolizer *s, struct sym_file
 {
     if (!f->syms_built)
         build_syms(s, f);
-    size_t lo = 0, hi = f->nsyms;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->syms[mid].addr <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_upper_bound(f->syms, f->nsyms, addr, addr);
     if (lo == 0)
         return NULL;
     size_t i = lo - 1;
@@ -1221,29 +1273,11 @@ static int sub_cmp(const void *a, const void *b)
 static struct cu_index *cu_index_get(struct sym_file *f, Dwarf_Die *cudie)
 {
     Dwarf_Off key = dwarf_dieoffset(cudie);
-    if ((f->ncus + 1) * 2 > f->cap_cus) {
-        size_t ncap = f->cap_cus ? f->cap_cus * 2 : 64;
-        struct cu_index *n = calloc(ncap, sizeof(*n));
-        if (!n)
-            return NULL;
-        for (size_t i = 0; i < f->cap_cus; i++) {
-            if (!f->cus[i].cu_used)
-                continue;
-            size_t k = (size_t)(f->cus[i].cu_off * 0x9E3779B97F4A7C15ull >> 32) & (ncap - 1);
-            while (n[k].cu_used)
-                k = (k + 1) & (ncap - 1);
-            n[k] = f->cus[i];
-        }
-        free(f->cus);
-        f->cus = n;
-        f->cap_cus = ncap;
-    }
-    size_t k = (size_t)(key * 0x9E3779B97F4A7C15ull >> 32) & (f->cap_cus - 1);
-    while (f->cus[k].cu_used) {
-        if (f->cus[k].cu_off == key)
-            return &f->cus[k];
-        k = (k + 1) & (f->cap_cus - 1);
-    }
+    struct cu_index *known = cu_table_find(&f->cus, &key);
+    if (known)
+        return known;
+    if (!cu_table_reserve(&f->cus, 1))
+        return NULL;
     struct sub_vec sv = {0};
     collect_subs(cudie, &sv, 0);
     if (sv.failed) {
@@ -1252,23 +1286,14 @@ static struct cu_index *cu_index_get(struct sym_file *f, Dwarf_Die *cudie)
     }
     if (sv.n > 1)
         qsort(sv.v, sv.n, sizeof(*sv.v), sub_cmp);
-    struct cu_index *c = &f->cus[k];
-    *c = (struct cu_index){.cu_off = key, .cu_used = true, .subs = sv.v, .nsubs = sv.n};
-    f->ncus++;
-    return c;
+    return cu_table_put(
+        &f->cus, &(struct cu_index){.cu_off = key, .cu_used = true, .subs = sv.v, .nsubs = sv.n});
 }
 
 /* The subprogram of the index containing addr, or NULL. */
 static Dwarf_Die *cu_index_find(struct cu_index *c, Dwarf_Addr addr)
 {
-    size_t lo = 0, hi = c->nsubs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->subs[mid].lo <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_upper_bound(c->subs, c->nsubs, addr, lo);
     for (size_t i = lo; i-- > 0 && lo - i <= 16;)
         if (addr < c->subs[i].hi)
             return &c->subs[i].die;
@@ -1365,14 +1390,7 @@ static Dwarf_Die *cu_from_ranges(struct sym_file *f, Dwarf_Addr addr, Dwarf_Addr
     if (!f->curanges_built)
         build_cu_ranges(f);
     Dwarf_Addr a = addr - f->curanges_bias;
-    size_t lo = 0, hi = f->ncuranges;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->curanges[mid].lo <= a)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_upper_bound(f->curanges, f->ncuranges, a, lo);
     for (size_t i = lo; i-- > 0 && lo - i <= 16;) {
         if (a < f->curanges[i].hi) {
             *dwbias = f->curanges_bias;
@@ -1509,40 +1527,11 @@ static size_t compute(struct hs_symbolizer *s, uintptr_t pc, bool is_ret, struct
 
 /* ---- Cache ---- */
 
-static size_t slot_index(uintptr_t pc, bool is_ret, size_t cap)
-{
-    uint64_t h = ((uint64_t)pc ^ (is_ret ? 0x5bd1e995u : 0)) * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 20) & (cap - 1);
-}
-
 static void cache_clear(struct hs_symbolizer *s)
 {
-    if (s->cache)
-        memset(s->cache, 0, s->cache_cap * sizeof(*s->cache));
-    s->cache_used = 0;
+    cache_table_clear(&s->cache);
     s->nframes = 0;
     s->cache_stale = false;
-}
-
-static int cache_grow(struct hs_symbolizer *s)
-{
-    size_t ncap = s->cache_cap ? s->cache_cap * 2 : 4096;
-    struct cache_slot *n = calloc(ncap, sizeof(*n));
-    if (!n)
-        return -1;
-    for (size_t i = 0; i < s->cache_cap; i++) {
-        struct cache_slot *o = &s->cache[i];
-        if (!o->used)
-            continue;
-        size_t k = slot_index(o->pc, o->is_ret, ncap);
-        while (n[k].used)
-            k = (k + 1) & (ncap - 1);
-        n[k] = *o;
-    }
-    free(s->cache);
-    s->cache = n;
-    s->cache_cap = ncap;
-    return 0;
 }
 
 static size_t copy_out(const struct hs_frame_info *fr, size_t n, struct hs_frame_info *out,
@@ -1565,36 +1554,26 @@ size_t hs_symbolize(struct hs_symbolizer *s, uintptr_t pc, int is_return_address
     bool is_ret = is_return_address != 0;
     if (s->cache_stale)
         cache_clear(s);
-    if (s->cache_cap) {
-        size_t k = slot_index(pc, is_ret, s->cache_cap);
-        for (;;) {
-            struct cache_slot *c = &s->cache[k];
-            if (!c->used)
-                break;
-            if (c->pc == pc && c->is_ret == is_ret)
-                return copy_out(&s->frames[c->first], c->count, out, max);
-            k = (k + 1) & (s->cache_cap - 1);
-        }
-    }
+    const struct cache_slot *c = cache_table_find(&s->cache, &(struct cache_key){pc, is_ret});
+    if (c)
+        return copy_out(&s->frames[c->first], c->count, out, max);
 
     struct hs_frame_info tmp[HS_SYMBOLIZE_MAX_FRAMES];
     size_t n = compute(s, pc, is_ret, tmp);
 
     /* Remember it (best effort: on allocation failure the result is just not cached). */
-    if ((s->cache_used + 1) * 2 > s->cache_cap && cache_grow(s) != 0)
+    if (!cache_table_reserve(&s->cache, 1))
         return copy_out(tmp, n, out, max);
     struct hs_frame_info *fs = grow(s->frames, &s->cap_frames, s->nframes + n, sizeof(*fs));
     if (!fs)
         return copy_out(tmp, n, out, max);
     s->frames = fs;
     memcpy(&fs[s->nframes], tmp, n * sizeof(*fs));
-    size_t k = slot_index(pc, is_ret, s->cache_cap);
-    while (s->cache[k].used)
-        k = (k + 1) & (s->cache_cap - 1);
-    s->cache[k] = (struct cache_slot){
-        .pc = pc, .first = s->nframes, .count = (uint32_t)n, .used = 1, .is_ret = is_ret};
+    cache_table_put(
+        &s->cache,
+        &(struct cache_slot){
+            .pc = pc, .first = s->nframes, .count = (uint32_t)n, .used = 1, .is_ret = is_ret});
     s->nframes += n;
-    s->cache_used++;
     return copy_out(tmp, n, out, max);
 }
 
@@ -1607,6 +1586,8 @@ struct hs_symbolizer *hs_symbolizer_new(const char *sysroot)
     if (!s)
         return NULL;
     s->demangle = true;
+    cache_table_init(&s->cache, &hs_table_libc, NULL, 50);
+    file_table_init(&s->by_path, &hs_table_libc, NULL, 50);
     if (sysroot && sysroot[0]) {
         size_t len = strlen(sysroot);
         while (len > 0 && sysroot[len - 1] == '/')
@@ -1638,9 +1619,9 @@ void hs_symbolizer_free(struct hs_symbolizer *s)
     for (size_t i = 0; i < s->nfiles; i++)
         file_free(s->files[i]);
     free(s->files);
-    free(s->buckets);
+    file_table_destroy(&s->by_path);
     free(s->maps);
-    free(s->cache);
+    cache_table_destroy(&s->cache);
     free(s->frames);
     while (s->chunks) {
         struct str_chunk *c = s->chunks;

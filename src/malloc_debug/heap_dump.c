@@ -32,6 +32,7 @@
 #include "log.h"
 #include "options.h"
 #include "proc_maps.h"
+#include "range_lookup.h"
 #include "signals.h"
 #include "sort.h"
 
@@ -371,18 +372,10 @@ static const char *string_at(struct symbols *sy, size_t off)
 /* Index of the mapping containing addr, or SIZE_MAX (maps are in ascending address order). */
 static size_t find_map(struct symbols *sy, uintptr_t addr)
 {
-    size_t lo = 0, hi = sy->num_maps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct dmap *m = map_at(sy, mid);
-        if (addr < m->start)
-            hi = mid;
-        else if (addr >= m->end)
-            lo = mid + 1;
-        else
-            return mid;
-    }
-    return SIZE_MAX;
+    if (sy->num_maps == 0)
+        return SIZE_MAX; /* and there is no array to point at */
+    size_t i = hs_range_find(map_at(sy, 0), sy->num_maps, addr, start, end);
+    return i < sy->num_maps ? i : SIZE_MAX;
 }
 
 /* The ELF object behind mapping i (a file or the vdso), or NULL. */
@@ -492,17 +485,8 @@ static bool symbols_build(struct symbols *sy, const struct abuf *maps_text,
 static const struct pc_info *find_pc(struct symbols *sy, uintptr_t pc)
 {
     const struct pc_info *info = (const struct pc_info *)sy->pcs.data;
-    size_t lo = 0, hi = sy->num_pcs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (info[mid].pc < pc)
-            lo = mid + 1;
-        else if (info[mid].pc > pc)
-            hi = mid;
-        else
-            return &info[mid];
-    }
-    return NULL;
+    size_t i = hs_partition_point(sy->num_pcs, k, info[k].pc >= pc);
+    return i < sy->num_pcs && info[i].pc == pc ? &info[i] : NULL;
 }
 
 static void symbols_free(struct symbols *sy)

@@ -2,6 +2,7 @@
 #include "captured_maps.h"
 
 #include "proc_maps.h"
+#include "range_lookup.h"
 
 #include <errno.h>
 #include <string.h>
@@ -106,14 +107,7 @@ int hs_mu_maps_load(struct hs_mu_maps *out, const struct hs_mu_capture *capture,
 
 struct hs_mu_map *hs_mu_maps_find(const struct hs_mu_maps *maps, uintptr_t addr)
 {
-    size_t lo = 0, hi = maps->num;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (maps->maps[mid].end <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_first_ending_after(maps->maps, maps->num, addr, end);
     if (lo < maps->num && maps->maps[lo].start <= addr && addr < maps->maps[lo].end)
         return &maps->maps[lo];
     for (size_t i = 0; i < maps->num; i++)

@@ -4,6 +4,7 @@
 
 #include "glibc_malloc.h"
 #include "heap_walker.h"
+#include "range_lookup.h"
 #include "sort.h"
 
 #include <string.h>
@@ -172,13 +173,6 @@ bool hs_mu_glibc_free_chunks_finish(struct hs_mu_glibc_free_chunks *set)
 
 bool hs_mu_glibc_free_chunks_contains(const struct hs_mu_glibc_free_chunks *set, uintptr_t chunk)
 {
-    size_t lo = 0, hi = set->num;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (set->chunks[mid] < chunk)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_partition_point(set->num, i, set->chunks[i] >= chunk);
     return lo < set->num && set->chunks[lo] == chunk;
 }

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "captured_maps.h"
 #include "proc_maps.h"
+#include "range_lookup.h"
 #include "sort.h"
 
 #include <errno.h>
@@ -376,14 +377,7 @@ static int by_begin(const void *pa, const void *pb, void *ctx)
 static bool in_heap(uintptr_t chunk, uintptr_t size, void *ctx)
 {
     struct gh *g = ctx;
-    size_t lo = 0, hi = g->num_heaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (g->heaps[mid].end <= chunk)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = hs_range_first_ending_after(g->heaps, g->num_heaps, chunk, end);
     if (lo == g->num_heaps)
         return false;
     const struct gh_heap *h = &g->heaps[lo];

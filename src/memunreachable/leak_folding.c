@@ -10,6 +10,7 @@
 #include "leak_folding.h"
 
 #include "log.h"
+#include "range_lookup.h"
 
 #include <errno.h>
 #include <string.h>
@@ -78,15 +79,7 @@ static void free_array(struct fold *f, void *p, size_t n, size_t elem)
  * which would cost 4 bytes for every allocation of the heap, reachable or not). */
 static uint32_t node_of(const struct fold *f, size_t j)
 {
-    size_t lo = 0, hi = f->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->node_alloc[mid] < j)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return (uint32_t)lo;
+    return (uint32_t)hs_partition_point(f->n, i, f->node_alloc[i] >= j);
 }
 
 /* Scans every leaked allocation for references to other leaked allocations. */

@@ -1,14 +1,14 @@
 /* leak_grouping.c: see leak_grouping.h.
  *
  * Working set: one struct UnreachableLeak per group (the representative, with the merged
- * "similar" sums), and an open-addressing hash of group indices keyed by a hash of the
- * backtrace; groups are then ordered through an array of sort keys (total size, address,
+ * "similar" sums), and a hash table (hash_table.h, in the arena) of group indices keyed by
+ * the backtrace; groups are then ordered through an array of sort keys (total size, address,
  * group index), not by moving the 300-byte records.
  */
 #include "leak_grouping.h"
 
 #include "hash.h"
-
+#include "hash_table.h"
 #include "sort.h"
 
 #include <errno.h>
@@ -37,6 +37,32 @@ static uint64_t group_hash(const struct UnreachableLeak *g)
     return hs_hash_frames(g->backtrace_frames, g->num_backtrace_frames);
 }
 
+/* The group table holds indices into the groups array (its ctx); UINT32_MAX: empty. */
+static uint64_t group_key_hash(const struct UnreachableLeak *g, const void *ctx)
+{
+    (void)ctx;
+    return group_hash(g);
+}
+static uint64_t group_entry_hash(const uint32_t *i, const void *ctx)
+{
+    return group_hash(&((const struct UnreachableLeak *)ctx)[*i]);
+}
+static bool group_matches(const uint32_t *i, const struct UnreachableLeak *g, const void *ctx)
+{
+    return same_group(&((const struct UnreachableLeak *)ctx)[*i], g);
+}
+static bool group_is_empty(const uint32_t *i)
+{
+    return *i == UINT32_MAX;
+}
+static void group_clear(uint32_t *i)
+{
+    *i = UINT32_MAX;
+}
+
+HS_HASH_TABLE_DEFINE(group_table, uint32_t, struct UnreachableLeak, group_key_hash,
+                     group_entry_hash, group_matches, group_is_empty, group_clear)
+
 /* What the sort compares, kept next to each other (sorting indices into the 300-byte records
  * would miss the cache on every comparison). */
 struct sort_key {
@@ -62,19 +88,18 @@ int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_m
 {
     memset(out, 0, sizeof(*out));
     size_t n = folding->num_leaks;
-    size_t table_size = 16;
-    while (table_size < n * 2)
-        table_size *= 2;
     size_t groups_bytes = (n ? n : 1) * sizeof(struct UnreachableLeak);
     struct UnreachableLeak *groups = hs_arena_alloc(arena, groups_bytes);
-    uint32_t *table = hs_arena_alloc(arena, table_size * sizeof(uint32_t));
     struct sort_key *order = hs_arena_alloc(arena, (n ? n : 1) * sizeof(*order));
+    const struct hs_table_alloc in_arena = {hs_arena_table_alloc, hs_arena_table_free, arena};
+    struct group_table table;
+    group_table_init(&table, &in_arena, groups, 50);
     int r = 0;
-    if (!groups || !table || !order) {
+    /* Room for every leak up front: the loop below cannot fail. */
+    if (!groups || !order || !group_table_reserve(&table, n)) {
         r = -ENOMEM;
         goto done;
     }
-    memset(table, 0xff, table_size * sizeof(uint32_t));
     bool by_size = heap && heap->group_by_size;
 
     size_t ng = 0;
@@ -96,17 +121,9 @@ int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_m
                                               : UNREACHABLE_BACKTRACE_FRAMES;
         }
         if (g->num_backtrace_frames > 0 || by_size) {
-            size_t mask = table_size - 1;
-            size_t h = (size_t)group_hash(g) & mask;
-            struct UnreachableLeak *rep = NULL;
-            while (table[h] != UINT32_MAX) {
-                if (same_group(&groups[table[h]], g)) {
-                    rep = &groups[table[h]];
-                    break;
-                }
-                h = (h + 1) & mask;
-            }
-            if (rep) {
+            const uint32_t *found = group_table_find(&table, g);
+            if (found) {
+                struct UnreachableLeak *rep = &groups[*found];
                 rep->similar_count++;
                 rep->similar_size = sat_add(rep->similar_size, g->size);
                 rep->similar_referenced_count =
@@ -115,7 +132,7 @@ int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_m
                     sat_add(rep->similar_referenced_size, g->referenced_size);
                 continue;
             }
-            table[h] = (uint32_t)ng;
+            group_table_put(&table, &(uint32_t){(uint32_t)ng});
         }
         ng++;
     }
@@ -149,7 +166,7 @@ int hs_mu_leak_grouping_run(const struct hs_mu_heap_walker *w, const struct hs_m
 
 done:
     hs_arena_free(arena, groups, groups_bytes);
-    hs_arena_free(arena, table, table_size * sizeof(uint32_t));
+    group_table_destroy(&table);
     hs_arena_free(arena, order, (n ? n : 1) * sizeof(*order));
     return r;
 }

@@ -1,6 +1,8 @@
 /* result_codec.c: see result_codec.h. */
 #include "result_codec.h"
 
+#include "hash.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -8,19 +10,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define FNV_OFFSET 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= FNV_PRIME;
-    }
-    return h;
-}
 
 /* ---- Writer ------------------------------------------------------------------------------ */
 
@@ -67,8 +56,8 @@ int hs_mu_result_write(int fd, int error, const struct hs_mu_result_summary *sum
         n = 0;
     }
     struct hs_mu_result_trailer t = {.magic = HS_MU_RESULT_TRAILER_MAGIC};
-    t.checksum = fnv1a(FNV_OFFSET, &h, sizeof(h));
-    t.checksum = fnv1a(t.checksum, leaks, n * sizeof(*leaks));
+    t.checksum = hs_hash_bytes_from(HS_HASH_BYTES_SEED, &h, sizeof(h));
+    t.checksum = hs_hash_bytes_from(t.checksum, leaks, n * sizeof(*leaks));
     int r = write_all(fd, &h, sizeof(h));
     if (r == 0 && n > 0)
         r = write_all(fd, leaks, n * sizeof(*leaks));
@@ -176,7 +165,7 @@ int hs_mu_result_read_limited(int fd, struct UnreachableMemoryInfo *info, size_t
         return h.error < 0 && h.error > -4096 ? h.error : -EPROTO;
     if (!header_ok(&h) || h.num_records > limit)
         return -EPROTO;
-    uint64_t sum = fnv1a(FNV_OFFSET, &h, sizeof(h));
+    uint64_t sum = hs_hash_bytes_from(HS_HASH_BYTES_SEED, &h, sizeof(h));
 
     /* Grow the array with what actually arrives, so that a lying count costs nothing. */
     struct UnreachableLeak *leaks = NULL;
@@ -206,7 +195,7 @@ int hs_mu_result_read_limited(int fd, struct UnreachableMemoryInfo *info, size_t
                 return -EPROTO;
             }
         }
-        sum = fnv1a(sum, &leaks[n], chunk * sizeof(*leaks));
+        sum = hs_hash_bytes_from(sum, &leaks[n], chunk * sizeof(*leaks));
         n += chunk;
     }
 

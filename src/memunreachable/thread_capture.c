@@ -62,61 +62,41 @@ void hs_mu_tc_init(struct hs_mu_thread_capture *tc, pid_t pid, struct hs_arena *
     memset(tc, 0, sizeof(*tc));
     tc->pid = pid;
     tc->arena = arena;
+    const struct hs_table_alloc in_arena = {hs_arena_table_alloc, hs_arena_table_free, arena};
+    hs_mu_tc_index_init(&tc->index, &in_arena, tc, 50);
 }
 
-/* ---- Table of threads: an array in discovery order plus a tid hash ---- */
-
-static size_t slot_of(pid_t tid, size_t cap)
-{
-    return ((uint32_t)tid * 2654435761u) & (cap - 1);
-}
+/* ---- Table of threads: an array in discovery order plus a tid index (hash_table.h) ---- */
 
 static struct hs_mu_tc_thread *find_thread(struct hs_mu_thread_capture *tc, pid_t tid)
 {
-    if (!tc->index_cap)
-        return NULL;
-    for (size_t s = slot_of(tid, tc->index_cap);; s = (s + 1) & (tc->index_cap - 1)) {
-        int32_t pos = tc->index[s];
-        if (pos == 0)
-            return NULL;
-        if (tc->threads[pos - 1].tid == tid)
-            return &tc->threads[pos - 1];
-    }
+    const int32_t *pos1 = hs_mu_tc_index_find(&tc->index, &tid);
+    return pos1 ? &tc->threads[*pos1 - 1] : NULL;
 }
 
 static void index_insert(struct hs_mu_thread_capture *tc, size_t pos)
 {
-    size_t s = slot_of(tc->threads[pos].tid, tc->index_cap);
-    while (tc->index[s])
-        s = (s + 1) & (tc->index_cap - 1);
-    tc->index[s] = (int32_t)(pos + 1);
+    hs_mu_tc_index_put(&tc->index, &(int32_t){(int32_t)(pos + 1)});
 }
 
 /* Makes room for one more thread. Returns 0 or -ENOMEM. */
 static int grow(struct hs_mu_thread_capture *tc)
 {
+    if (!hs_mu_tc_index_reserve(&tc->index, 1))
+        return -ENOMEM;
     if (tc->num_threads < tc->cap_threads)
         return 0;
     size_t cap = tc->cap_threads ? tc->cap_threads * 2 : 64;
     if (cap > INT32_MAX / 4)
         return -ENOMEM;
     struct hs_mu_tc_thread *threads = hs_arena_alloc(tc->arena, cap * sizeof(*threads));
-    int32_t *index = hs_arena_calloc(tc->arena, 2 * cap * sizeof(*index));
-    if (!threads || !index) {
-        hs_arena_free(tc->arena, threads, cap * sizeof(*threads));
-        hs_arena_free(tc->arena, index, 2 * cap * sizeof(*index));
+    if (!threads)
         return -ENOMEM;
-    }
     if (tc->threads)
         memcpy(threads, tc->threads, tc->num_threads * sizeof(*threads));
     hs_arena_free(tc->arena, tc->threads, tc->cap_threads * sizeof(*threads));
-    hs_arena_free(tc->arena, tc->index, tc->index_cap * sizeof(*index));
     tc->threads = threads;
     tc->cap_threads = cap;
-    tc->index = index;
-    tc->index_cap = 2 * cap;
-    for (size_t i = 0; i < tc->num_threads; i++)
-        index_insert(tc, i);
     return 0;
 }
 
@@ -467,8 +447,7 @@ size_t hs_mu_tc_release_all(struct hs_mu_thread_capture *tc, uint64_t grace_dead
 void hs_mu_tc_free(struct hs_mu_thread_capture *tc)
 {
     hs_arena_free(tc->arena, tc->threads, tc->cap_threads * sizeof(*tc->threads));
-    hs_arena_free(tc->arena, tc->index, tc->index_cap * sizeof(*tc->index));
+    hs_mu_tc_index_destroy(&tc->index);
     tc->threads = NULL;
-    tc->index = NULL;
-    tc->num_threads = tc->cap_threads = tc->index_cap = 0;
+    tc->num_threads = tc->cap_threads = 0;
 }

@@ -36,6 +36,7 @@
 #define HEAPSCOPE_MEMUNREACHABLE_THREAD_CAPTURE_H
 
 #include "arena.h"
+#include "hash_table.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -67,13 +68,29 @@ enum hs_mu_tc_event {
 };
 typedef void (*hs_mu_tc_hook_fn)(enum hs_mu_tc_event event, pid_t tid, void *arg);
 
+/* The tid index (hash_table.h, in the arena): a thread's position + 1, keyed by its tid read
+ * through ctx, the capture; 0 marks an empty slot. */
+struct hs_mu_thread_capture;
+static inline uint64_t hs_mu_tc_tid_hash(const pid_t *tid, const void *ctx);
+static inline uint64_t hs_mu_tc_entry_hash(const int32_t *pos1, const void *ctx);
+static inline bool hs_mu_tc_entry_matches(const int32_t *pos1, const pid_t *tid, const void *ctx);
+static inline bool hs_mu_tc_entry_is_empty(const int32_t *pos1)
+{
+    return *pos1 == 0;
+}
+static inline void hs_mu_tc_entry_clear(int32_t *pos1)
+{
+    *pos1 = 0;
+}
+HS_HASH_TABLE_DEFINE(hs_mu_tc_index, int32_t, pid_t, hs_mu_tc_tid_hash, hs_mu_tc_entry_hash,
+                     hs_mu_tc_entry_matches, hs_mu_tc_entry_is_empty, hs_mu_tc_entry_clear)
+
 struct hs_mu_thread_capture {
     pid_t pid;
     struct hs_arena *arena;
     struct hs_mu_tc_thread *threads; /* every thread seen, gone ones included */
     size_t num_threads, cap_threads;
-    int32_t *index; /* open-addressing hash: tid -> position + 1 (0: empty) */
-    size_t index_cap;
+    struct hs_mu_tc_index index; /* tid -> position + 1 */
     /* Figures. */
     size_t num_waiting;      /* threads WAITING */
     size_t num_stopped;      /* threads captured (STOPPED) */
@@ -88,6 +105,22 @@ struct hs_mu_thread_capture {
     hs_mu_tc_hook_fn hook;
     void *hook_arg;
 };
+
+static inline uint64_t hs_mu_tc_tid_hash(const pid_t *tid, const void *ctx)
+{
+    (void)ctx;
+    return (uint32_t)*tid;
+}
+static inline uint64_t hs_mu_tc_entry_hash(const int32_t *pos1, const void *ctx)
+{
+    const struct hs_mu_thread_capture *tc = ctx;
+    return hs_mu_tc_tid_hash(&tc->threads[*pos1 - 1].tid, ctx);
+}
+static inline bool hs_mu_tc_entry_matches(const int32_t *pos1, const pid_t *tid, const void *ctx)
+{
+    const struct hs_mu_thread_capture *tc = ctx;
+    return tc->threads[*pos1 - 1].tid == *tid;
+}
 
 /* Monotonic clock in nanoseconds. */
 uint64_t hs_mu_now_ns(void);

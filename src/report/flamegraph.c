@@ -20,6 +20,9 @@
 #include "flamegraph.h"
 
 #include "flamegraph_assets.h"
+#include "hash.h"
+#define HS_HASH_TABLE_LIBC
+#include "hash_table.h"
 #include "sort.h"
 
 #include <errno.h>
@@ -36,30 +39,54 @@ static const char *const kind_name[HS_FG_VALUES] = {
 
 /* ---- The merged call tree ---- */
 
+/* The tree's two tables (hash_table.h) hold entry index + 1 (0: empty) and read keys
+ * through the tree (their ctx). */
+struct tree;
+struct name_key {
+    const char *s;
+    uint32_t hash;
+};
+struct edge_key {
+    uint32_t parent, name;
+};
+static uint64_t name_key_hash(const struct name_key *k, const void *ctx);
+static uint64_t name_entry_hash(const uint32_t *slot, const void *ctx);
+static bool name_matches(const uint32_t *slot, const struct name_key *k, const void *ctx);
+static uint64_t edge_key_hash(const struct edge_key *k, const void *ctx);
+static uint64_t edge_entry_hash(const uint32_t *slot, const void *ctx);
+static bool edge_matches(const uint32_t *slot, const struct edge_key *k, const void *ctx);
+static inline bool slot_is_empty(const uint32_t *slot)
+{
+    return *slot == 0;
+}
+static inline void slot_clear(uint32_t *slot)
+{
+    *slot = 0;
+}
+HS_HASH_TABLE_DEFINE(name_table, uint32_t, struct name_key, name_key_hash, name_entry_hash,
+                     name_matches, slot_is_empty, slot_clear)
+HS_HASH_TABLE_DEFINE(edge_table, uint32_t, struct edge_key, edge_key_hash, edge_entry_hash,
+                     edge_matches, slot_is_empty, slot_clear)
+
 struct tree {
     size_t nv; /* values per node: HS_FG_VALUES, twice that in a diff (the base's after) */
-    /* Interned frame names; name_slots is an open-addressed table of name index + 1 (0: empty),
-     * name_hash the full hash of each name (to rehash without rereading the strings). */
+    /* Interned frame names, found through name_slots; name_hash is the hash of each name (to
+     * rehash without rereading the strings). */
     const char **names;
     uint32_t *name_hash;
     size_t num_names, cap_names;
-    uint32_t *name_slots;
-    size_t name_mask;
-    /* Nodes (node 0 is the root); node_slots maps (parent, name) to node index + 1. */
+    struct name_table name_slots;
+    /* Nodes (node 0 is the root); node_slots maps (parent, name) to the node. */
     uint32_t *parent, *name;
     int64_t *values; /* nv per node */
     size_t num_nodes, cap_nodes;
-    uint32_t *node_slots;
-    size_t node_mask;
+    struct edge_table node_slots;
 };
 
+/* hs_hash_string folded to 32 bits. */
 static uint32_t hash_string(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, folded to 32 bits */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 0x100000001b3ull;
-    }
+    uint64_t h = hs_hash_string(s);
     return (uint32_t)(h ^ (h >> 32));
 }
 
@@ -79,43 +106,47 @@ static bool grow(void *array, size_t cap, size_t elem)
     return true;
 }
 
-/* A zeroed table of 2^k slots, at least twice n; false when out of memory. */
-static bool new_slots(uint32_t **slots, size_t *mask, size_t n)
+static uint64_t name_key_hash(const struct name_key *k, const void *ctx)
 {
-    size_t size = 64;
-    while (size < 2 * n)
-        size *= 2;
-    uint32_t *s = calloc(size, sizeof(*s));
-    if (!s)
-        return false;
-    free(*slots);
-    *slots = s;
-    *mask = size - 1;
-    return true;
+    (void)ctx;
+    return k->hash;
 }
-
-/* Puts entry index (hash h) into the first free slot of its probe sequence. */
-static void place(uint32_t *slots, size_t mask, uint32_t h, size_t index)
+static uint64_t name_entry_hash(const uint32_t *slot, const void *ctx)
 {
-    size_t at = h & mask;
-    while (slots[at])
-        at = (at + 1) & mask;
-    slots[at] = (uint32_t)index + 1;
+    return ((const struct tree *)ctx)->name_hash[*slot - 1];
+}
+static bool name_matches(const uint32_t *slot, const struct name_key *k, const void *ctx)
+{
+    const struct tree *t = ctx;
+    return t->name_hash[*slot - 1] == k->hash && strcmp(t->names[*slot - 1], k->s) == 0;
+}
+static uint64_t edge_key_hash(const struct edge_key *k, const void *ctx)
+{
+    (void)ctx;
+    return hash_edge(k->parent, k->name);
+}
+static uint64_t edge_entry_hash(const uint32_t *slot, const void *ctx)
+{
+    const struct tree *t = ctx;
+    return hash_edge(t->parent[*slot - 1], t->name[*slot - 1]);
+}
+static bool edge_matches(const uint32_t *slot, const struct edge_key *k, const void *ctx)
+{
+    const struct tree *t = ctx;
+    return t->parent[*slot - 1] == k->parent && t->name[*slot - 1] == k->name;
 }
 
 /* Sets *out to the index of name s, adding it if new. False when out of memory. */
 static bool intern(struct tree *t, const char *s, uint32_t *out)
 {
     uint32_t h = hash_string(s);
-    for (size_t at = h & t->name_mask;; at = (at + 1) & t->name_mask) {
-        uint32_t slot = t->name_slots[at];
-        if (!slot)
-            break;
-        if (t->name_hash[slot - 1] == h && strcmp(t->names[slot - 1], s) == 0) {
-            *out = slot - 1;
-            return true;
-        }
+    const uint32_t *slot = name_table_find(&t->name_slots, &(struct name_key){s, h});
+    if (slot) {
+        *out = *slot - 1;
+        return true;
     }
+    if (!name_table_reserve(&t->name_slots, 1))
+        return false;
     if (t->num_names == t->cap_names) {
         size_t cap = t->cap_names ? 2 * t->cap_names : 256;
         if (!grow(&t->names, cap, sizeof(*t->names)) ||
@@ -126,14 +157,7 @@ static bool intern(struct tree *t, const char *s, uint32_t *out)
     size_t index = t->num_names++;
     t->names[index] = s;
     t->name_hash[index] = h;
-    if (2 * t->num_names > t->name_mask + 1) {
-        if (!new_slots(&t->name_slots, &t->name_mask, t->num_names))
-            return false;
-        for (size_t i = 0; i < t->num_names; i++)
-            place(t->name_slots, t->name_mask, t->name_hash[i], i);
-    } else {
-        place(t->name_slots, t->name_mask, h, index);
-    }
+    name_table_put(&t->name_slots, &(uint32_t){(uint32_t)index + 1});
     *out = (uint32_t)index;
     return true;
 }
@@ -162,27 +186,15 @@ static bool add_node(struct tree *t, uint32_t parent, uint32_t name)
 /* Sets *out to parent's child named name, adding it if new. False when out of memory. */
 static bool child(struct tree *t, uint32_t parent, uint32_t name, uint32_t *out)
 {
-    uint32_t h = hash_edge(parent, name);
-    for (size_t at = h & t->node_mask;; at = (at + 1) & t->node_mask) {
-        uint32_t slot = t->node_slots[at];
-        if (!slot)
-            break;
-        if (t->parent[slot - 1] == parent && t->name[slot - 1] == name) {
-            *out = slot - 1;
-            return true;
-        }
+    const uint32_t *slot = edge_table_find(&t->node_slots, &(struct edge_key){parent, name});
+    if (slot) {
+        *out = *slot - 1;
+        return true;
     }
-    if (!add_node(t, parent, name))
+    if (!edge_table_reserve(&t->node_slots, 1) || !add_node(t, parent, name))
         return false;
     size_t index = t->num_nodes - 1;
-    if (2 * t->num_nodes > t->node_mask + 1) {
-        if (!new_slots(&t->node_slots, &t->node_mask, t->num_nodes))
-            return false;
-        for (size_t i = 1; i < t->num_nodes; i++)
-            place(t->node_slots, t->node_mask, hash_edge(t->parent[i], t->name[i]), i);
-    } else {
-        place(t->node_slots, t->node_mask, h, index);
-    }
+    edge_table_put(&t->node_slots, &(uint32_t){(uint32_t)index + 1});
     *out = (uint32_t)index;
     return true;
 }
@@ -210,11 +222,11 @@ static void free_tree(struct tree *t)
 {
     free(t->names);
     free(t->name_hash);
-    free(t->name_slots);
+    name_table_destroy(&t->name_slots);
     free(t->parent);
     free(t->name);
     free(t->values);
-    free(t->node_slots);
+    edge_table_destroy(&t->node_slots);
 }
 
 /* Merges the stacks into t: every node on a stack's path gets the stack's values. */
@@ -222,9 +234,9 @@ static bool build_tree(struct tree *t, const struct hs_fg_input *in)
 {
     uint32_t all;
     t->nv = in->diff ? 2 * HS_FG_VALUES : HS_FG_VALUES;
-    if (!new_slots(&t->name_slots, &t->name_mask, 0) ||
-        !new_slots(&t->node_slots, &t->node_mask, 0) || !intern(t, "all", &all) ||
-        !add_node(t, UINT32_MAX, all))
+    name_table_init(&t->name_slots, &hs_table_libc, t, 50);
+    edge_table_init(&t->node_slots, &hs_table_libc, t, 50);
+    if (!intern(t, "all", &all) || !add_node(t, UINT32_MAX, all))
         return false;
     for (size_t i = 0; i < in->num_stacks; i++) {
         const struct hs_fg_stack *s = &in->stacks[i];

@@ -6,9 +6,12 @@
 #include "profile_model.h"
 
 #include "hash.h"
+#define HS_HASH_TABLE_LIBC
+#include "hash_table.h"
 #include "heap_dump_reader.h"
 #include "pprof.h"
 #include "proc_maps.h"
+#include "range_lookup.h"
 #include "symbolizer.h"
 
 #include <errno.h>
@@ -18,20 +21,42 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A string -> index map with open addressing; also interns strings (keys are owned). */
-struct strmap {
-    char **keys;
-    size_t *vals;
-    size_t cap, count;
+/* A string -> index map (hash_table.h); also interns strings (keys are owned). */
+struct str_entry {
+    char *key; /* NULL: empty slot */
+    size_t val;
+};
+struct str_key {
+    const char *s;
+    size_t n;
 };
 
-static uint64_t hash_str(const char *s, size_t n)
+static uint64_t str_key_hash(const struct str_key *k, const void *ctx)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-    return h;
+    (void)ctx;
+    return hs_hash_bytes(k->s, k->n);
 }
+static uint64_t str_entry_hash(const struct str_entry *e, const void *ctx)
+{
+    (void)ctx;
+    return hs_hash_string(e->key);
+}
+static bool str_matches(const struct str_entry *e, const struct str_key *k, const void *ctx)
+{
+    (void)ctx;
+    return strncmp(e->key, k->s, k->n) == 0 && e->key[k->n] == '\0';
+}
+static bool str_is_empty(const struct str_entry *e)
+{
+    return e->key == NULL;
+}
+static void str_clear(struct str_entry *e)
+{
+    e->key = NULL;
+}
+
+HS_HASH_TABLE_DEFINE(strmap, struct str_entry, struct str_key, str_key_hash, str_entry_hash,
+                     str_matches, str_is_empty, str_clear)
 
 /* Finds s; inserts it with value `val` when absent (returns the stored key in *key).
  * SIZE_MAX when memory ran out (*key is then NULL). */
@@ -39,58 +64,33 @@ static size_t strmap_get(struct strmap *m, const char *s, size_t n, size_t val, 
 {
     if (key)
         *key = NULL;
-    if ((m->count + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 1024;
-        char **keys = calloc(cap, sizeof(*keys));
-        size_t *vals = calloc(cap, sizeof(*vals));
-        if (!keys || !vals) {
-            free(keys);
-            free(vals);
+    struct str_key k = {s, n};
+    struct str_entry *e = strmap_find(m, &k);
+    if (!e) {
+        char *copy = malloc(n + 1);
+        if (!copy)
+            return SIZE_MAX;
+        memcpy(copy, s, n);
+        copy[n] = '\0';
+        bool inserted;
+        e = strmap_find_or_insert(m, &k, &inserted);
+        if (!e) {
+            free(copy);
             return SIZE_MAX;
         }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i])
-                continue;
-            size_t j = hash_str(m->keys[i], strlen(m->keys[i])) & (cap - 1);
-            while (keys[j])
-                j = (j + 1) & (cap - 1);
-            keys[j] = m->keys[i];
-            vals[j] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = keys;
-        m->vals = vals;
-        m->cap = cap;
+        *e = (struct str_entry){copy, val};
     }
-    size_t j = hash_str(s, n) & (m->cap - 1);
-    while (m->keys[j]) {
-        if (strncmp(m->keys[j], s, n) == 0 && m->keys[j][n] == '\0') {
-            if (key)
-                *key = m->keys[j];
-            return m->vals[j];
-        }
-        j = (j + 1) & (m->cap - 1);
-    }
-    char *k = malloc(n + 1);
-    if (!k)
-        return SIZE_MAX;
-    memcpy(k, s, n);
-    k[n] = '\0';
-    m->keys[j] = k;
-    m->vals[j] = val;
-    m->count++;
     if (key)
-        *key = k;
-    return val;
+        *key = e->key;
+    return e->val;
 }
 
 static void strmap_free(struct strmap *m)
 {
-    for (size_t i = 0; i < m->cap; i++)
-        free(m->keys[i]);
-    free(m->keys);
-    free(m->vals);
+    size_t pos = 0;
+    for (struct str_entry *e; (e = strmap_next(m, &pos)) != NULL;)
+        free(e->key);
+    strmap_destroy(m);
 }
 
 struct impl {
@@ -102,8 +102,15 @@ struct impl {
 /* The profile's tables, made on first use; NULL when memory ran out. */
 static struct impl *impl_of(struct hs_rep_profile *p)
 {
-    if (!p->impl)
-        p->impl = calloc(1, sizeof(struct impl));
+    if (!p->impl) {
+        struct impl *im = calloc(1, sizeof(struct impl));
+        if (!im)
+            return NULL;
+        strmap_init(&im->strings, &hs_table_libc, NULL, 50);
+        strmap_init(&im->stack_ids, &hs_table_libc, NULL, 50);
+        strmap_init(&im->labels, &hs_table_libc, NULL, 50);
+        p->impl = im;
+    }
     return p->impl;
 }
 
@@ -313,49 +320,49 @@ static struct hs_rep_stack *stack_for(struct hs_rep_profile *p, const size_t *lo
 }
 
 /* pc -> location index, per dump (the same pc means the same code only within one run). */
-struct pcmap {
-    uint64_t *keys;
-    size_t *vals;
-    size_t cap, count;
+struct pc_entry {
+    uint64_t key; /* pc + 1; 0: empty slot */
+    size_t val;
 };
+
+static uint64_t pc_key_hash(const uint64_t *k, const void *ctx)
+{
+    (void)ctx;
+    return *k;
+}
+static uint64_t pc_entry_hash(const struct pc_entry *e, const void *ctx)
+{
+    return pc_key_hash(&e->key, ctx);
+}
+static bool pc_matches(const struct pc_entry *e, const uint64_t *k, const void *ctx)
+{
+    (void)ctx;
+    return e->key == *k;
+}
+static bool pc_is_empty(const struct pc_entry *e)
+{
+    return e->key == 0;
+}
+static void pc_clear(struct pc_entry *e)
+{
+    e->key = 0;
+}
+
+HS_HASH_TABLE_DEFINE(pcmap, struct pc_entry, uint64_t, pc_key_hash, pc_entry_hash, pc_matches,
+                     pc_is_empty, pc_clear)
 
 /* The value slot of pc (*found: it was there), or NULL when memory ran out. */
 static size_t *pcmap_slot(struct pcmap *m, uint64_t pc, bool *found)
 {
-    if ((m->count + 1) * 2 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 4096;
-        uint64_t *keys = calloc(cap, sizeof(*keys));
-        size_t *vals = calloc(cap, sizeof(*vals));
-        if (!keys || !vals) {
-            free(keys);
-            free(vals);
-            return NULL;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i])
-                continue;
-            size_t j = hs_hash_frames((uintptr_t *)&m->keys[i], 1) & (cap - 1);
-            while (keys[j])
-                j = (j + 1) & (cap - 1);
-            keys[j] = m->keys[i];
-            vals[j] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        m->keys = keys;
-        m->vals = vals;
-        m->cap = cap;
-    }
     uint64_t key = pc + 1; /* 0 marks an empty slot */
-    size_t j = hs_hash_frames((uintptr_t *)&key, 1) & (m->cap - 1);
-    while (m->keys[j] && m->keys[j] != key)
-        j = (j + 1) & (m->cap - 1);
-    *found = m->keys[j] != 0;
-    if (!*found) {
-        m->keys[j] = key;
-        m->count++;
-    }
-    return &m->vals[j];
+    bool inserted;
+    struct pc_entry *e = pcmap_find_or_insert(m, &key, &inserted);
+    if (!e)
+        return NULL;
+    if (inserted)
+        *e = (struct pc_entry){key, 0};
+    *found = !inserted;
+    return &e->val;
 }
 
 /* The executable file mappings of a dump's MAPS, appended to p; non-zero (the parser stops)
@@ -378,16 +385,10 @@ static int by_start(const void *a, const void *b)
 /* The mapping of mappings[first, last) (sorted by start) holding pc, or HS_REP_NO_MAPPING. */
 static size_t mapping_of(const struct hs_rep_profile *p, size_t first, size_t last, uint64_t pc)
 {
-    while (first < last) {
-        size_t mid = first + (last - first) / 2;
-        if (pc < p->mappings[mid].start)
-            last = mid;
-        else if (pc >= p->mappings[mid].limit)
-            first = mid + 1;
-        else
-            return mid;
-    }
-    return HS_REP_NO_MAPPING;
+    if (first >= last)
+        return HS_REP_NO_MAPPING; /* and p->mappings may be NULL */
+    size_t i = hs_range_find(p->mappings + first, last - first, pc, start, limit);
+    return i < last - first ? first + i : HS_REP_NO_MAPPING;
 }
 
 int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
@@ -418,7 +419,8 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
     ok = ok && merge_period(p, "space", "bytes", 1);
 
     /* Count the distinct pcs first, for the progress line. */
-    struct pcmap pcs = {0};
+    struct pcmap pcs;
+    pcmap_init(&pcs, &hs_table_libc, NULL, 50);
     size_t distinct = 0, done = 0;
     for (size_t r = 0; ok && r < d->num_records; r++)
         for (uint32_t f = 0; ok && f < d->records[r].num_frames; f++) {
@@ -426,9 +428,7 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
             ok = pcmap_slot(&pcs, d->records[r].frames[f], &found) != NULL;
             distinct += ok && !found;
         }
-    free(pcs.keys);
-    free(pcs.vals);
-    memset(&pcs, 0, sizeof(pcs));
+    pcmap_clear(&pcs);
     bool tty = opt->progress && isatty(2);
 
     size_t *locs = NULL, locs_cap = 0;
@@ -466,8 +466,7 @@ int hs_rep_add_dump(struct hs_rep_profile *p, const struct hs_dump *d,
     else if (ok && opt->progress && distinct >= 10000)
         fprintf(stderr, "heapscope report: symbolized %zu addresses\n", distinct);
     free(locs);
-    free(pcs.keys);
-    free(pcs.vals);
+    pcmap_destroy(&pcs);
     hs_symbolizer_free(sym);
     return ok ? 0 : out_of_memory(err, err_cap);
 }

@@ -2,6 +2,9 @@
 #include "outputs.h"
 
 #include <errno.h>
+#define HS_HASH_TABLE_LIBC
+#include "hash_table.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,35 +65,45 @@ struct fn_stat {
     size_t seen_in_stack; /* stack index + 1 of the last stack counted in total */
 };
 
-/* The entry of label, added when new; NULL when memory ran out. */
-static struct fn_stat *fn_find(struct fn_stat **stats, size_t *n, size_t *cap, const char *label)
+/* Labels are interned: the table compares pointers. */
+typedef const char *label_ref;
+
+static uint64_t fn_key_hash(const label_ref *label, const void *ctx)
 {
-    /* Labels are interned: compare pointers. Linear probing over a small open table. */
-    if ((*n + 1) * 2 > *cap) {
-        size_t c = *cap ? *cap * 2 : 1024;
-        struct fn_stat *t = calloc(c, sizeof(*t));
-        if (!t)
-            return NULL;
-        for (size_t i = 0; i < *cap; i++) {
-            if (!(*stats)[i].label)
-                continue;
-            size_t j = ((uintptr_t)(*stats)[i].label >> 4) * 0x9e3779b97f4a7c15ull & (c - 1);
-            while (t[j].label)
-                j = (j + 1) & (c - 1);
-            t[j] = (*stats)[i];
-        }
-        free(*stats);
-        *stats = t;
-        *cap = c;
-    }
-    size_t j = ((uintptr_t)label >> 4) * 0x9e3779b97f4a7c15ull & (*cap - 1);
-    while ((*stats)[j].label && (*stats)[j].label != label)
-        j = (j + 1) & (*cap - 1);
-    if (!(*stats)[j].label) {
-        (*stats)[j].label = label;
-        (*n)++;
-    }
-    return &(*stats)[j];
+    (void)ctx;
+    return (uintptr_t)*label;
+}
+static uint64_t fn_entry_hash(const struct fn_stat *e, const void *ctx)
+{
+    return fn_key_hash(&e->label, ctx);
+}
+static bool fn_matches(const struct fn_stat *e, const label_ref *label, const void *ctx)
+{
+    (void)ctx;
+    return e->label == *label;
+}
+static bool fn_is_empty(const struct fn_stat *e)
+{
+    return e->label == NULL;
+}
+static void fn_clear(struct fn_stat *e)
+{
+    e->label = NULL;
+}
+
+HS_HASH_TABLE_DEFINE(fn_table, struct fn_stat, label_ref, fn_key_hash, fn_entry_hash, fn_matches,
+                     fn_is_empty, fn_clear)
+
+/* The entry of label, added when new; NULL when memory ran out. */
+static struct fn_stat *fn_find(struct fn_table *t, const char *label)
+{
+    bool inserted;
+    struct fn_stat *s = fn_table_find_or_insert(t, &label, &inserted);
+    if (!s)
+        return NULL;
+    if (inserted)
+        *s = (struct fn_stat){.label = label};
+    return s;
 }
 
 static void add_values(int64_t *dst, const int64_t *src)
@@ -100,10 +113,11 @@ static void add_values(int64_t *dst, const int64_t *src)
 }
 
 /* Returns 0, or -1 with errno ENOMEM. */
-static int print_function_table(FILE *out, struct hs_rep_profile *p, struct fn_stat *stats,
-                                size_t cap, size_t n, bool self,
-                                const struct hs_rep_output_options *o)
+static int print_function_table(FILE *out, struct hs_rep_profile *p, const struct fn_table *table,
+                                bool self, const struct hs_rep_output_options *o)
 {
+    const struct fn_stat *stats = table->slots;
+    size_t cap = table->cap, n = table->count;
     struct ranked *r = malloc((n ? n : 1) * sizeof(*r));
     if (!r)
         return -1;
@@ -126,7 +140,7 @@ static int print_function_table(FILE *out, struct hs_rep_profile *p, struct fn_s
             self ? " (the function that called the allocator)" : " (with everything they call)");
     fprintf(out, "  %14s %7s %12s  %s\n", "bytes", "%", "count", "function");
     for (size_t i = 0; i < shown; i++) {
-        struct fn_stat *s = &stats[r[i].index];
+        const struct fn_stat *s = &stats[r[i].index];
         const int64_t *v = self ? s->self : s->total;
         const int64_t *b = self ? s->self_base : s->total_base;
         char bytes[40], count[40];
@@ -201,17 +215,17 @@ int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
 
     /* Functions: self = the innermost frame of the first location; total = every function
      * on the stack, once per stack. */
-    struct fn_stat *stats = NULL;
-    size_t n = 0, cap = 0;
+    struct fn_table stats;
+    fn_table_init(&stats, &hs_table_libc, NULL, 50);
     for (size_t i = 0; i < p->num_stacks; i++) {
         const struct hs_rep_stack *st = &p->stacks[i];
         for (size_t l = 0; l < st->depth; l++) {
             const struct hs_rep_location *loc = &p->locations[st->locations[l]];
             for (size_t f = 0; f < loc->num_frames; f++) {
                 const char *label = hs_rep_frame_label(p, &p->frames[loc->first_frame + f]);
-                struct fn_stat *s = label ? fn_find(&stats, &n, &cap, label) : NULL;
+                struct fn_stat *s = label ? fn_find(&stats, label) : NULL;
                 if (!s) {
-                    free(stats);
+                    fn_table_destroy(&stats);
                     errno = ENOMEM;
                     return -1;
                 }
@@ -227,10 +241,10 @@ int hs_rep_write_text(FILE *out, struct hs_rep_profile *p, const struct hs_rep_o
             }
         }
     }
-    int rc = print_function_table(out, p, stats, cap, n, true, o);
+    int rc = print_function_table(out, p, &stats, true, o);
     if (rc == 0)
-        rc = print_function_table(out, p, stats, cap, n, false, o);
-    free(stats);
+        rc = print_function_table(out, p, &stats, false, o);
+    fn_table_destroy(&stats);
     return rc != 0 || ferror(out) ? -1 : 0;
 }
 

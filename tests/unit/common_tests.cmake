@@ -97,3 +97,10 @@ add_executable(test_format ${HS_COMMON_TESTS_DIR}/test_format.c)
 target_include_directories(test_format PRIVATE ${HS_COMMON_TESTS_DIR})
 target_link_libraries(test_format PRIVATE hs_base)
 add_test(NAME unit.format COMMAND test_format)
+
+# The shared open-addressing table (hash_table.h) against a model, and the range lookups
+# (range_lookup.h).
+add_executable(test_hash_table ${HS_COMMON_TESTS_DIR}/test_hash_table.c)
+target_include_directories(test_hash_table PRIVATE ${HS_COMMON_TESTS_DIR})
+target_link_libraries(test_hash_table PRIVATE hs_base)
+add_test(NAME unit.hash_table COMMAND test_hash_table)

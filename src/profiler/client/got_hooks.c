@@ -42,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include "got_hooks.h"
+#include "hash.h"
 #include "symbol_binding.h"
 
 #include <dlfcn.h>
@@ -483,10 +484,7 @@ static uintptr_t dyn_address(const struct dl_phdr_info *info, ElfW(Addr) value, 
 
 static uint64_t hash_name(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; s && *s; s++)
-        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h;
+    return hs_hash_string(s ? s : "");
 }
 
 static int hook_index(const char *name)

@@ -1,4 +1,13 @@
-/* sampled_set.c: the client's set of sampled addresses (see sampled_set.h). */
+/* sampled_set.c: the client's set of sampled addresses (see sampled_set.h).
+ *
+ * Kept specialised, not on the shared table (hash_table.h): every thread of the program
+ * inserts and removes here at once, lock-free (CAS on a slot, tombstones: backward-shift
+ * deletion cannot be done without a lock), while the shared table takes one writer at a time.
+ * Measured 2026-11-26 (callgrind instruction counts, so independent of the machine's load;
+ * one thread, 200 rounds of 5,000 inserts then 5,000 removes of 1 KiB-aligned keys, the
+ * counting filter in front of both): 98 instructions per insert + remove here, 176 for
+ * hash_table.h behind a spinlock (+79%).
+ */
 #include "sampled_set.h"
 
 #include <string.h>

@@ -35,9 +35,12 @@
 #include "profile_writer.h"
 
 #include "hash.h"
+#define HS_HASH_TABLE_LIBC
+#include "hash_table.h"
 #include "perf_map.h"
 #include "pprof.h"
 #include "proc_maps.h"
+#include "range_lookup.h"
 #include "sort.h"
 #include "symbolizer.h"
 
@@ -158,17 +161,8 @@ static int maps_load(struct maps_table *mt, const char *text, size_t len)
 /* The mapping holding addr, or NULL. */
 static struct wmap *maps_find(struct maps_table *mt, uintptr_t addr)
 {
-    size_t lo = 0, hi = mt->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (addr < mt->v[mid].start)
-            hi = mid;
-        else if (addr >= mt->v[mid].end)
-            lo = mid + 1;
-        else
-            return &mt->v[mid];
-    }
-    return NULL;
+    size_t i = hs_range_find(mt->v, mt->n, addr, start, end);
+    return i < mt->n ? &mt->v[i] : NULL;
 }
 
 /* ---- pprof ------------------------------------------------------------------------------ */
@@ -178,13 +172,39 @@ struct loc_slot {
     uint64_t id; /* 0: empty slot */
 };
 
+static uint64_t pc_hash(const uintptr_t *pc, const void *ctx)
+{
+    (void)ctx;
+    return *pc;
+}
+static uint64_t loc_hash(const struct loc_slot *l, const void *ctx)
+{
+    return pc_hash(&l->pc, ctx);
+}
+static bool loc_matches(const struct loc_slot *l, const uintptr_t *pc, const void *ctx)
+{
+    (void)ctx;
+    return l->pc == *pc;
+}
+static bool loc_is_empty(const struct loc_slot *l)
+{
+    return l->id == 0;
+}
+static void loc_clear(struct loc_slot *l)
+{
+    l->id = 0;
+}
+
+/* pc -> pprof location id (hash_table.h). */
+HS_HASH_TABLE_DEFINE(loc_table, struct loc_slot, uintptr_t, pc_hash, loc_hash, loc_matches,
+                     loc_is_empty, loc_clear)
+
 struct pprof_ctx {
     struct hs_pprof *p;
     struct hs_symbolizer *sym;
     const struct hs_perf_map *perf_map;
     struct maps_table maps;
-    struct loc_slot *locs;
-    size_t locs_cap, locs_count;
+    struct loc_table locs;
     int err; /* errno of the first failure */
     struct hs_frame_info frames[HS_SYMBOLIZE_MAX_FRAMES];
     struct hs_pprof_line lines[HS_SYMBOLIZE_MAX_FRAMES];
@@ -197,38 +217,15 @@ static int ctx_fail(struct pprof_ctx *c)
     return 1;
 }
 
-static bool locs_reserve(struct pprof_ctx *c)
-{
-    if ((c->locs_count + 1) * 2 <= c->locs_cap)
-        return true;
-    size_t cap = c->locs_cap ? c->locs_cap * 2 : 1024;
-    struct loc_slot *table = calloc(cap, sizeof(*table));
-    if (!table)
-        return false;
-    for (size_t i = 0; i < c->locs_cap; i++) {
-        if (c->locs[i].id == 0)
-            continue;
-        size_t j = hs_hash_mix64(c->locs[i].pc) & (cap - 1);
-        while (table[j].id != 0)
-            j = (j + 1) & (cap - 1);
-        table[j] = c->locs[i];
-    }
-    free(c->locs);
-    c->locs = table;
-    c->locs_cap = cap;
-    return true;
-}
-
 /* The location of pc, made (and pc symbolized) the first time; 0 on failure. pcs are call
  * sites or exact (hs_unwind): each is looked up as it is. */
 static uint64_t location_of(struct pprof_ctx *c, uintptr_t pc)
 {
-    if (!locs_reserve(c))
+    if (!loc_table_reserve(&c->locs, 1))
         return 0;
-    size_t mask = c->locs_cap - 1, slot = hs_hash_mix64(pc) & mask;
-    for (; c->locs[slot].id != 0; slot = (slot + 1) & mask)
-        if (c->locs[slot].pc == pc)
-            return c->locs[slot].id;
+    const struct loc_slot *known = loc_table_find(&c->locs, &pc);
+    if (known)
+        return known->id;
 
     size_t nf = c->sym ? hs_symbolize(c->sym, pc, 0, c->frames, HS_SYMBOLIZE_MAX_FRAMES) : 0;
     struct wmap *m = maps_find(&c->maps, pc);
@@ -275,8 +272,7 @@ static uint64_t location_of(struct pprof_ctx *c, uintptr_t pc)
     uint64_t id = hs_pprof_location(c->p, mapping_id, pc, c->lines, nl);
     if (id == 0)
         return 0;
-    c->locs[slot] = (struct loc_slot){pc, id};
-    c->locs_count++;
+    loc_table_put(&c->locs, &(struct loc_slot){pc, id});
     return id;
 }
 
@@ -339,6 +335,7 @@ int hs_profile_write_pprof(const struct hs_tracker *t, uint32_t heap, struct hs_
     }
     c->sym = sym;
     c->perf_map = meta->perf_map;
+    loc_table_init(&c->locs, &hs_table_libc, NULL, 50);
     c->p = hs_pprof_new();
     if (!c->p || maps_load(&c->maps, meta->maps, meta->maps_len) != 0) {
         hs_pprof_free(c->p);
@@ -385,7 +382,7 @@ int hs_profile_write_pprof(const struct hs_tracker *t, uint32_t heap, struct hs_
     int saved = errno;
     hs_pprof_free(p);
     maps_free(&c->maps);
-    free(c->locs);
+    loc_table_destroy(&c->locs);
     free(c);
     errno = saved;
     return rc;
@@ -405,13 +402,31 @@ struct block_rec {
     uint64_t num; /* once merged: the record's count */
 };
 
+struct android_ctx;
+struct stack_key {
+    const uintptr_t *pcs;
+    size_t n;
+};
+static uint64_t stack_key_hash(const struct stack_key *k, const void *ctx);
+static uint64_t stack_entry_hash(const uint32_t *s1, const void *ctx);
+static bool stack_matches(const uint32_t *s1, const struct stack_key *k, const void *ctx);
+static bool stack_is_empty(const uint32_t *s1)
+{
+    return *s1 == 0;
+}
+static void stack_clear(uint32_t *s1)
+{
+    *s1 = 0;
+}
+HS_HASH_TABLE_DEFINE(stack_table, uint32_t, struct stack_key, stack_key_hash, stack_entry_hash,
+                     stack_matches, stack_is_empty, stack_clear)
+
 struct android_ctx {
     uintptr_t *frames; /* pool of the distinct stacks' frames */
     size_t frames_len, frames_cap;
     struct stack_ref *stacks;
     size_t num_stacks, stacks_cap;
-    uint32_t *map; /* stack index + 1, 0: empty slot */
-    size_t map_cap;
+    struct stack_table map; /* the distinct stacks: stack index + 1 */
     struct block_rec *blocks;
     size_t num_blocks, blocks_cap;
     bool failed;
@@ -441,29 +456,30 @@ static bool same_stack(const struct android_ctx *c, uint32_t s, const uintptr_t 
     return r->n == n && (n == 0 || memcmp(c->frames + r->off, pcs, n * sizeof(*pcs)) == 0);
 }
 
+static uint64_t stack_key_hash(const struct stack_key *k, const void *ctx)
+{
+    (void)ctx;
+    return hs_hash_frames(k->pcs, k->n);
+}
+static uint64_t stack_entry_hash(const uint32_t *s1, const void *ctx)
+{
+    const struct android_ctx *c = ctx;
+    const struct stack_ref *r = &c->stacks[*s1 - 1];
+    return hs_hash_frames(c->frames + r->off, r->n);
+}
+static bool stack_matches(const uint32_t *s1, const struct stack_key *k, const void *ctx)
+{
+    return same_stack(ctx, *s1 - 1, k->pcs, k->n);
+}
+
 /* The index of the stack pcs[0..n), added if new; -1 when out of memory. */
 static int64_t intern_stack(struct android_ctx *c, const uintptr_t *pcs, size_t n)
 {
-    if ((c->num_stacks + 1) * 2 > c->map_cap) {
-        size_t cap = c->map_cap ? c->map_cap * 2 : 1024;
-        uint32_t *table = calloc(cap, sizeof(*table));
-        if (!table)
-            return -1;
-        for (size_t i = 0; i < c->num_stacks; i++) {
-            const struct stack_ref *r = &c->stacks[i];
-            size_t j = hs_hash_frames(c->frames + r->off, r->n) & (cap - 1);
-            while (table[j] != 0)
-                j = (j + 1) & (cap - 1);
-            table[j] = (uint32_t)i + 1;
-        }
-        free(c->map);
-        c->map = table;
-        c->map_cap = cap;
-    }
-    size_t mask = c->map_cap - 1, j = hs_hash_frames(pcs, n) & mask;
-    for (; c->map[j] != 0; j = (j + 1) & mask)
-        if (same_stack(c, c->map[j] - 1, pcs, n))
-            return c->map[j] - 1;
+    if (!stack_table_reserve(&c->map, 1))
+        return -1;
+    const uint32_t *known = stack_table_find(&c->map, &(struct stack_key){pcs, n});
+    if (known)
+        return *known - 1;
     if (c->num_stacks >= UINT32_MAX - 1 ||
         !grow((void **)&c->stacks, &c->stacks_cap, c->num_stacks + 1, sizeof(*c->stacks), 256) ||
         !grow((void **)&c->frames, &c->frames_cap, c->frames_len + n, sizeof(*c->frames), 4096))
@@ -472,7 +488,7 @@ static int64_t intern_stack(struct android_ctx *c, const uintptr_t *pcs, size_t 
         memcpy(c->frames + c->frames_len, pcs, n * sizeof(*pcs));
     c->stacks[c->num_stacks] = (struct stack_ref){c->frames_len, n};
     c->frames_len += n;
-    c->map[j] = (uint32_t)c->num_stacks + 1;
+    stack_table_put(&c->map, &(uint32_t){(uint32_t)c->num_stacks + 1});
     return (int64_t)c->num_stacks++;
 }
 
@@ -516,7 +532,7 @@ static void android_free(struct android_ctx *c)
 {
     free(c->frames);
     free(c->stacks);
-    free(c->map);
+    stack_table_destroy(&c->map);
     free(c->blocks);
 }
 
@@ -529,6 +545,7 @@ int hs_profile_write_android(const struct hs_tracker *t, uint32_t heap,
     }
     struct android_ctx c;
     memset(&c, 0, sizeof(c));
+    stack_table_init(&c.map, &hs_table_libc, &c, 50);
     hs_tracker_foreach_live(t, heap, collect_block, &c);
     if (c.failed) {
         android_free(&c);

@@ -5,16 +5,20 @@
  *   them), each with the index of its file's module (or -1).
  * - mods: one record per executable file mapping run (device, inode, load base), with the
  *   Dwfl_Module reported for it (NULL if the file could not be opened or is not ELF).
- * - rules: open addressing (linear probing) on the lookup address; key 0 marks an empty slot.
+ * - rules: the shared open-addressing table (hash_table.h) on the lookup address; key 0 marks
+ *   an empty slot.
  *   A rule is 32 bytes. The table is emptied when it reaches its limit or when code goes away.
  * - cur: the sample being unwound, read by the libdwfl callbacks (memory_read,
  *   set_initial_registers) and frame callbacks; it lives in the unwinder because libdwfl's
  *   process state is attached once per Dwfl with the unwinder as its argument.
  */
 #define _GNU_SOURCE
+#define HS_HASH_TABLE_LIBC
 #include "unwinder.h"
 
+#include "hash_table.h"
 #include "proc_maps.h"
+#include "range_lookup.h"
 #include "signal_trampoline.h"
 
 #include <dwarf.h>
@@ -74,6 +78,33 @@ struct rule {
 _Static_assert(sizeof(struct rule) == 32, "a rule is 32 bytes");
 
 #define RULES_MIN_SLOTS 1024
+
+static inline uint64_t rule_key_hash(const uint64_t *key, const void *ctx)
+{
+    (void)ctx;
+    return *key;
+}
+static inline uint64_t rule_entry_hash(const struct rule *r, const void *ctx)
+{
+    (void)ctx;
+    return r->key;
+}
+static inline bool rule_matches(const struct rule *r, const uint64_t *key, const void *ctx)
+{
+    (void)ctx;
+    return r->key == *key;
+}
+static inline bool rule_is_empty(const struct rule *r)
+{
+    return r->key == 0;
+}
+static inline void rule_clear(struct rule *r)
+{
+    r->key = 0;
+}
+
+HS_HASH_TABLE_DEFINE(rule_table, struct rule, uint64_t, rule_key_hash, rule_entry_hash,
+                     rule_matches, rule_is_empty, rule_clear)
 
 /* ---- Mappings and modules --------------------------------------------------------------- */
 
@@ -148,9 +179,7 @@ struct hs_unwinder {
     uintptr_t skip_lo[HS_UNWIND_MAX_SKIP], skip_hi[HS_UNWIND_MAX_SKIP];
     unsigned nskip;
 
-    struct rule *rules;
-    size_t rule_slots; /* power of two */
-    size_t nrules;
+    struct rule_table rules;
     size_t rule_limit;
 
     struct hs_unwind_stats st;
@@ -176,18 +205,8 @@ static inline int read_fail(const struct sample *s, uint64_t addr)
 
 static const struct umap *map_find(const struct hs_unwinder *u, uintptr_t addr)
 {
-    size_t lo = 0, hi = u->nmaps;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const struct umap *m = &u->maps[mid];
-        if (addr < m->start)
-            hi = mid;
-        else if (addr >= m->end)
-            lo = mid + 1;
-        else
-            return m;
-    }
-    return NULL;
+    size_t i = hs_range_find(u->maps, u->nmaps, addr, start, end);
+    return i < u->nmaps ? &u->maps[i] : NULL;
 }
 
 static inline bool in_skip(const struct hs_unwinder *u, uintptr_t pc)
@@ -200,66 +219,27 @@ static inline bool in_skip(const struct hs_unwinder *u, uintptr_t pc)
 
 /* ---- Rule table --------------------------------------------------------------------------- */
 
-static inline size_t rule_hash(uint64_t key, size_t slots)
-{
-    return (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (slots - 1);
-}
-
 static inline struct rule *rule_find(const struct hs_unwinder *u, uint64_t key)
 {
-    size_t mask = u->rule_slots - 1;
-    for (size_t i = rule_hash(key, u->rule_slots);; i = (i + 1) & mask) {
-        struct rule *e = &u->rules[i];
-        if (e->key == key)
-            return e;
-        if (e->key == 0)
-            return NULL;
-    }
+    return rule_table_find(&u->rules, &key);
 }
 
 static void rules_clear(struct hs_unwinder *u)
 {
-    if (u->nrules == 0)
+    if (u->rules.count == 0)
         return;
-    memset(u->rules, 0, u->rule_slots * sizeof *u->rules);
-    u->nrules = 0;
+    rule_table_clear(&u->rules);
     u->st.cache_flushes++;
-}
-
-static bool rules_resize(struct hs_unwinder *u, size_t slots)
-{
-    struct rule *t = calloc(slots, sizeof *t);
-    if (!t)
-        return false;
-    for (size_t i = 0; i < u->rule_slots; i++) {
-        const struct rule *e = &u->rules[i];
-        if (!e->key)
-            continue;
-        size_t j = rule_hash(e->key, slots);
-        while (t[j].key)
-            j = (j + 1) & (slots - 1);
-        t[j] = *e;
-    }
-    free(u->rules);
-    u->rules = t;
-    u->rule_slots = slots;
-    return true;
 }
 
 /* Stores *r (whose key is not in the table) and returns its slot, or NULL when out of memory. */
 static struct rule *rule_insert(struct hs_unwinder *u, const struct rule *r)
 {
-    if (u->nrules >= u->rule_limit)
+    if (u->rules.count >= u->rule_limit)
         rules_clear(u);
-    if ((u->nrules + 1) * 2 > u->rule_slots && !rules_resize(u, u->rule_slots * 2))
+    if (!rule_table_reserve(&u->rules, 1))
         return NULL;
-    size_t mask = u->rule_slots - 1;
-    size_t i = rule_hash(r->key, u->rule_slots);
-    while (u->rules[i].key)
-        i = (i + 1) & mask;
-    u->rules[i] = *r;
-    u->nrules++;
-    return &u->rules[i];
+    return rule_table_put(&u->rules, r);
 }
 
 /* ---- Computing a rule with libdw ---------------------------------------------------------- */
@@ -776,9 +756,8 @@ struct hs_unwinder *hs_unwinder_new(pid_t pid, int proc_mem_fd)
     u->pid = pid > 0 ? pid : getpid();
     u->mem_fd = proc_mem_fd;
     u->rule_limit = HS_UNWIND_DEFAULT_CACHE_LIMIT;
-    u->rule_slots = RULES_MIN_SLOTS;
-    u->rules = calloc(u->rule_slots, sizeof *u->rules);
-    if (!u->rules)
+    rule_table_init(&u->rules, &hs_table_libc, NULL, 50);
+    if (!rule_table_reserve(&u->rules, RULES_MIN_SLOTS / 2))
         goto fail;
 
     elf_version(EV_CURRENT);
@@ -816,7 +795,7 @@ void hs_unwinder_free(struct hs_unwinder *u)
         elf_end(u->arch_elf);
     free(u->maps);
     free_mods(u->mods, u->nmods);
-    free(u->rules);
+    rule_table_destroy(&u->rules);
     free(u);
 }
 
@@ -842,7 +821,7 @@ void hs_unwinder_set_mode(struct hs_unwinder *u, enum hs_unwind_mode mode)
 void hs_unwinder_set_cache_limit(struct hs_unwinder *u, size_t max_rules)
 {
     u->rule_limit = max_rules < 64 ? 64 : max_rules;
-    if (u->nrules > u->rule_limit)
+    if (u->rules.count > u->rule_limit)
         rules_clear(u);
 }
 
@@ -854,8 +833,8 @@ void hs_unwinder_flush_cache(struct hs_unwinder *u)
 void hs_unwinder_stats(const struct hs_unwinder *u, struct hs_unwind_stats *out)
 {
     *out = u->st;
-    out->cache_entries = u->nrules;
-    out->cache_bytes = u->rule_slots * sizeof *u->rules;
+    out->cache_entries = u->rules.count;
+    out->cache_bytes = u->rules.cap * sizeof(struct rule);
 }
 
 /* ---- Steps ------------------------------------------------------------------------------- */
