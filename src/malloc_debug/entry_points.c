@@ -92,6 +92,8 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
         return hs_md_sampled_malloc(size);
     if (mode != HS_MD_DEBUG)
         return __libc_malloc(size);
+    if (hs_md.lean)
+        return hs_md_lean_malloc(size);
     if (RECORDING())
         return recorded_malloc(size);
     return hs_md_debug_malloc(size);
@@ -100,7 +102,9 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
 static __attribute__((noinline)) void free_slow(void *ptr)
 {
     int mode = slow_mode();
-    if (mode == HS_MD_SAMPLING && hs_md_sample_guard_owns((uintptr_t)ptr))
+    if (mode == HS_MD_DEBUG && hs_md.lean)
+        hs_md_lean_free(ptr);
+    else if (mode == HS_MD_SAMPLING && hs_md_sample_guard_owns((uintptr_t)ptr))
         hs_md_sampled_free(ptr);
     else if (mode == HS_MD_DEBUG && RECORDING())
         recorded_free(ptr);
