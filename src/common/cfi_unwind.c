@@ -3,8 +3,8 @@
  * A rule packs into 17 bits beside a 47-bit pc (user-space x86_64 addresses), so that a
  * cache slot is one word: written by one store, read by one load, never torn.
  *   bit 0      CFA register: 0 rsp, 1 rbp
- *   bits 1-9   CFA offset / 8 (1..511); 0 marks a special rule (below)
- *   bits 10-16 k: rbp saved at CFA - 8k (1..127), or 0: rbp unchanged
+ *   bits 1-10  CFA offset / 8 (1..1023: frames up to 8 KiB); 0 marks a special rule (below)
+ *   bits 11-16 k: rbp saved at CFA - 8k (1..63), or 0: rbp unchanged
  * Special rules: offset 0 with register 0 "fall back to libunwind", with register 1 "last
  * frame" (return address undefined).
  */
@@ -422,17 +422,17 @@ static uint32_t pack(const struct frame_state *st)
         return RULE_FALLBACK;
     if (st->ra.how != REG_AT_CFA || st->ra.offset != -8)
         return RULE_FALLBACK;
-    if (st->cfa_offset <= 0 || st->cfa_offset % 8 != 0 || st->cfa_offset / 8 > 511)
+    if (st->cfa_offset <= 0 || st->cfa_offset % 8 != 0 || st->cfa_offset / 8 > 1023)
         return RULE_FALLBACK;
     uint32_t k = 0;
     if (st->rbp.how == REG_AT_CFA) {
-        if (st->rbp.offset >= 0 || st->rbp.offset % 8 != 0 || -st->rbp.offset / 8 > 127)
+        if (st->rbp.offset >= 0 || st->rbp.offset % 8 != 0 || -st->rbp.offset / 8 > 63)
             return RULE_FALLBACK;
         k = (uint32_t)(-st->rbp.offset / 8);
     } else if (st->rbp.how != REG_SAME) {
         return RULE_FALLBACK;
     }
-    return (st->cfa_reg == DW_RBP ? 1u : 0u) | (uint32_t)(st->cfa_offset / 8) << 1 | k << 10;
+    return (st->cfa_reg == DW_RBP ? 1u : 0u) | (uint32_t)(st->cfa_offset / 8) << 1 | k << 11;
 }
 
 /* The rule at pc from the FDE that covers it, given the object's .eh_frame_hdr. */
@@ -566,11 +566,11 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
             return HS_CFI_FALLBACK;
         if (rule == RULE_LAST)
             return n;
-        uintptr_t cfa = ((rule & 1) ? bp : sp) + (uintptr_t)((rule >> 1) & 511) * 8;
+        uintptr_t cfa = ((rule & 1) ? bp : sp) + (uintptr_t)((rule >> 1) & 1023) * 8;
         if (cfa - sp - 1 >= ((uintptr_t)1 << 24))
             return HS_CFI_FALLBACK; /* the stack must grow up, in sane steps */
         uintptr_t ra = *(const uintptr_t *)(cfa - 8);
-        uint32_t k = rule >> 10;
+        uint32_t k = rule >> 11;
         if (k)
             bp = *(const uintptr_t *)(cfa - 8 * (uintptr_t)k);
         sp = cfa;

@@ -12,7 +12,7 @@
  * stack) on anything it does not model, so its frames are always libunwind's: a pc without
  * CFI (JIT code, which libunwind guesses through), a CFA or register rule that is an
  * expression or another register (signal trampolines, PLT entries, stack realignment), a
- * signal frame, a frame larger than 4 KiB, a CFA that does not move up the stack, x86_64
+ * signal frame, a frame larger than 8 KiB, a CFA that does not move up the stack, x86_64
  * only. The end of the stack is where libunwind ends it: a frame whose return address is
  * undefined in the CFI (_start, clone3) is the last, and a return address of 0 ends it.
  *

@@ -112,6 +112,46 @@ static void test_deep_recursion(void)
     CHECK_EQ(g_r.unw_n, 8);
 }
 
+/* Frames addressed from rsp, as in code built without frame pointers (gcc: this function
+ * alone; clang builds keep rbp and test the same walk as above). bytes: the frame's size. */
+#if defined(__clang__)
+#define NO_FRAME_POINTER
+#else
+#define NO_FRAME_POINTER __attribute__((optimize("omit-frame-pointer")))
+#endif
+static TEST_NOINLINE NO_FRAME_POINTER int frame_of_6k(int depth)
+{
+    volatile char buf[6000];
+    buf[0] = (char)depth;
+    buf[sizeof(buf) - 1] = (char)depth;
+    int v = recurse(depth, HS_BACKTRACE_MAX_FRAMES, 0);
+    BARRIER();
+    return v + buf[0] + buf[sizeof(buf) - 1];
+}
+
+static TEST_NOINLINE NO_FRAME_POINTER int frame_of_12k(int depth)
+{
+    volatile char buf[12000];
+    buf[0] = (char)depth;
+    buf[sizeof(buf) - 1] = (char)depth;
+    int v = recurse(depth, HS_BACKTRACE_MAX_FRAMES, 0);
+    BARRIER();
+    return v + buf[0] + buf[sizeof(buf) - 1];
+}
+
+/* A 6 KiB frame is walked; past 8 KiB (what a cache entry holds) libunwind takes over. */
+static void test_big_frames(void)
+{
+    frame_of_6k(5);
+    check_same("6 KiB frame", &g_r, true);
+    frame_of_12k(5);
+#if defined(__clang__)
+    check_same("12 KiB frame (clang: frame pointer)", &g_r, true);
+#else
+    check_same("12 KiB frame", &g_r, false);
+#endif
+}
+
 static int g_compared;
 
 static int compare_ints(const void *a, const void *b)
@@ -171,6 +211,7 @@ int main(void)
 {
     test_deep_recursion();
     test_through_libc();
+    test_big_frames();
     test_thread();
     test_signal_frame();
     return check_report();
