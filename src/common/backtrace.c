@@ -75,6 +75,17 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
         return 0;
     if (max_frames > HS_BACKTRACE_MAX_FRAMES)
         max_frames = HS_BACKTRACE_MAX_FRAMES;
+    /* A stack whose every rule is cached is walked without the gate: that walk holds no
+     * lock a fork could copy (cfi_unwind.h). The gate's state is still obeyed: a child whose
+     * fork could not wait captures nothing. */
+    if (cfi && __atomic_load_n(&hs_capture_gate.state, __ATOMIC_RELAXED) == HS_CAPTURE_GATE_OPEN) {
+        size_t got = hs_cfi_capture(frames, max_frames, skip + 1, false);
+        if (got != HS_CFI_FALLBACK) {
+            for (size_t i = 0; i < got; i++)
+                frames[i] = hs_call_site(frames[i], false);
+            return got;
+        }
+    }
     int saved_errno = errno;
     /* No fork may copy the unwinder's locks while this capture can hold one. */
     if (!hs_capture_gate_enter()) {
@@ -86,7 +97,7 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
     if (!t_in_fast_capture && skip <= HS_BACKTRACE_MAX_SKIP) {
         t_in_fast_capture = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        size_t got = cfi ? hs_cfi_capture(frames, max_frames, skip + 1) : HS_CFI_FALLBACK;
+        size_t got = cfi ? hs_cfi_capture(frames, max_frames, skip + 1, true) : HS_CFI_FALLBACK;
         if (got != HS_CFI_FALLBACK) {
             /* No signal trampoline on the way (the walker hands those over): all return
              * addresses. */

@@ -496,8 +496,14 @@ static uint32_t rule_from_hdr(const uint8_t *hdr, uintptr_t pc)
 struct find {
     uintptr_t pc;
     const uint8_t *hdr;
+    uintptr_t start, end; /* the object's loaded segments, lowest to highest */
     unsigned long long subs;
 };
+
+/* The object this file is linked into (found by the first miss in it): its .eh_frame_hdr
+ * is read without the loader's lock, because it cannot be unloaded while its code runs. */
+static const uint8_t *g_self_hdr;
+static uintptr_t g_self_start, g_self_end;
 
 static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
@@ -506,26 +512,38 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
         f->subs = info->dlpi_subs;
     const ElfW(Phdr) *eh = NULL;
     bool covers = false;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && f->pc >= start && f->pc - start < ph->p_memsz)
-            covers = true;
-        else if (ph->p_type == PT_GNU_EH_FRAME)
+        if (ph->p_type == PT_LOAD) {
+            covers |= f->pc >= start && f->pc - start < ph->p_memsz;
+            lo = start < lo ? start : lo;
+            hi = start + ph->p_memsz > hi ? start + ph->p_memsz : hi;
+        } else if (ph->p_type == PT_GNU_EH_FRAME) {
             eh = ph;
+        }
     }
     if (!covers)
         return 0;
     f->hdr = eh ? (const uint8_t *)(info->dlpi_addr + eh->p_vaddr) : NULL;
+    f->start = lo;
+    f->end = hi;
     return 1;
 }
 
 /* A cache miss: the rule from the CFI, stored in the cache. */
 static __attribute__((noinline)) uint32_t miss(uintptr_t pc)
 {
-    struct find f = {pc, NULL, 0};
+    struct find f = {pc, NULL, 0, 0, 0};
     if (!dl_iterate_phdr(find_object, &f))
         return RULE_FALLBACK; /* in no object: libunwind decides (not cached) */
+    uintptr_t self = (uintptr_t)hs_cfi_capture;
+    if (f.hdr && self >= f.start && self < f.end && !__atomic_load_n(&g_self_hdr, __ATOMIC_ACQUIRE)) {
+        g_self_start = f.start;
+        g_self_end = f.end;
+        __atomic_store_n(&g_self_hdr, f.hdr, __ATOMIC_RELEASE);
+    }
     /* An object went away since the last miss: its pcs may belong to another one now. */
     if (f.subs != __atomic_load_n(&g_subs, __ATOMIC_RELAXED)) {
         hs_cfi_cache_clear();
@@ -540,15 +558,34 @@ static __attribute__((noinline)) uint32_t miss(uintptr_t pc)
     return rule;
 }
 
-static inline uint32_t rule_of(uintptr_t pc)
+/* A miss of a walk that may take no lock: the rule is read only for a pc of this object
+ * (the shim's own frames, on top of every capture), whose CFI is known without the loader. */
+static __attribute__((noinline)) uint32_t miss_in_self(uintptr_t pc)
+{
+    const uint8_t *hdr = __atomic_load_n(&g_self_hdr, __ATOMIC_ACQUIRE);
+    if (!hdr || pc < g_self_start || pc >= g_self_end)
+        return RULE_FALLBACK;
+    uint32_t rule = rule_from_hdr(hdr, pc); /* no signal trampoline here: that is libc's */
+    __atomic_store_n(&g_cache[slot_of(pc)], (uint64_t)pc | (uint64_t)rule << PC_BITS,
+                     __ATOMIC_RELAXED);
+    return rule;
+}
+
+/* The rule at pc; a miss reads the CFI (may_miss), or only this object's. */
+static inline __attribute__((always_inline)) uint32_t rule_of(uintptr_t pc, bool may_miss)
 {
     uint64_t e = __atomic_load_n(&g_cache[slot_of(pc)], __ATOMIC_RELAXED);
     if (__builtin_expect((e & PC_MASK) == pc && e != 0, 1))
         return (uint32_t)(e >> PC_BITS);
-    return miss(pc);
+    if (may_miss)
+        return miss(pc);
+    return miss_in_self(pc);
 }
 
-__attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip)
+/* One function for both modes, so that the rule of its own frame (frame 0), cached by a walk
+ * that may miss, serves the walks that may not. */
+__attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip,
+                                                bool may_miss)
 {
     uintptr_t pc, sp, bp;
     /* This function's own state, as unw_getcontext would take it. */
@@ -561,7 +598,7 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
     for (size_t depth = 0; depth < MAX_DEPTH; depth++) {
         if (lookup > PC_MASK)
             return HS_CFI_FALLBACK;
-        uint32_t rule = rule_of(lookup);
+        uint32_t rule = rule_of(lookup, may_miss);
         if (rule == RULE_FALLBACK)
             return HS_CFI_FALLBACK;
         if (rule == RULE_LAST)
@@ -590,11 +627,12 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
 
 #else /* not x86_64: libunwind walks every stack */
 
-size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip)
+size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip, bool may_miss)
 {
     (void)frames;
     (void)max;
     (void)skip;
+    (void)may_miss;
     return HS_CFI_FALLBACK;
 }
 

@@ -30,6 +30,7 @@
 #ifndef HEAPSCOPE_COMMON_CFI_UNWIND_H
 #define HEAPSCOPE_COMMON_CFI_UNWIND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,8 +40,13 @@
 /* Stores up to max return addresses of the calling thread into frames, the way
  * unw_backtrace would from the caller: frames[0] is the return address into the function
  * that called hs_cfi_capture, after dropping `skip` more frames. Returns the number stored,
- * or HS_CFI_FALLBACK (frames then hold nothing useful). */
-size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip);
+ * or HS_CFI_FALLBACK (frames then hold nothing useful).
+ * may_miss false: the walk uses the cache, and the CFI of the object this code is linked
+ * into (which cannot be unloaded under it); any other pc whose rule is not cached yet
+ * returns HS_CFI_FALLBACK as well, without asking the dynamic loader. Such a walk takes no lock of any
+ * kind (not even the dynamic loader's) and makes no system call, so it needs no capture gate
+ * (a fork meanwhile copies nothing held) and leaves errno alone. */
+size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip, bool may_miss);
 
 /* Empties the rule cache (tests). */
 void hs_cfi_cache_clear(void);

@@ -4,7 +4,9 @@
  * recursion, through libc (qsort's comparator), at the end of a thread's stack, with skip and
  * a short buffer, and from a signal handler (where the walker must hand over to libunwind).
  * Each case also checks that the walker itself walked (or, for the signal, refused), so that
- * the comparison cannot pass by the fast path never running.
+ * the comparison cannot pass by the fast path never running, and that its cache-only mode
+ * (what hs_backtrace_capture tries first, without the capture gate) walks as well once the
+ * rules are cached.
  */
 #define _GNU_SOURCE
 #include "backtrace.h"
@@ -35,22 +37,40 @@ static TEST_NOINLINE size_t capture_with(capture_fn fn, uintptr_t *frames, size_
 }
 
 struct result {
-    size_t fast_n, unw_n, walk_n;
+    size_t fast_n, unw_n, walk_n, cached_n;
     uintptr_t fast[HS_BACKTRACE_MAX_FRAMES], unw[HS_BACKTRACE_MAX_FRAMES],
-        walk[HS_BACKTRACE_MAX_FRAMES];
+        walk[HS_BACKTRACE_MAX_FRAMES], cached[HS_BACKTRACE_MAX_FRAMES];
 };
 
-/* One loop, so that capture_with is called from one instruction as well. */
+/* The walker, both ways, behind a frame of their own that they skip. */
+static TEST_NOINLINE size_t walk_may_miss(uintptr_t *frames, size_t max, size_t skip)
+{
+    size_t n = hs_cfi_capture(frames, max, skip + 1, true);
+    BARRIER();
+    return n;
+}
+
+static TEST_NOINLINE size_t walk_cached(uintptr_t *frames, size_t max, size_t skip)
+{
+    size_t n = hs_cfi_capture(frames, max, skip + 1, false);
+    BARRIER();
+    return n;
+}
+
+/* One loop, so that capture_with is called from one instruction as well. The cache-only walk
+ * comes right after the full one, which cached every rule it needs. */
 static TEST_NOINLINE void capture_all(struct result *r, size_t max, size_t skip)
 {
-    capture_fn fns[3] = {hs_backtrace_capture, hs_backtrace_capture_unwinder, hs_cfi_capture};
-    uintptr_t *out[3] = {r->fast, r->unw, r->walk};
-    size_t n[3];
-    for (int i = 0; i < 3; i++)
+    capture_fn fns[4] = {hs_backtrace_capture, hs_backtrace_capture_unwinder, walk_may_miss,
+                         walk_cached};
+    uintptr_t *out[4] = {r->fast, r->unw, r->walk, r->cached};
+    size_t n[4];
+    for (int i = 0; i < 4; i++)
         n[i] = capture_with(fns[i], out[i], max, skip);
     r->fast_n = n[0];
     r->unw_n = n[1];
     r->walk_n = n[2];
+    r->cached_n = n[3];
     BARRIER();
 }
 
@@ -75,6 +95,10 @@ static void check_same(const char *what, const struct result *r, bool walked)
             if (r->walk[i] - 1 != r->unw[i])
                 bad = i;
         CHECK_EQ(bad, n);
+        /* Every rule is cached now: the cache-only walk gives the same frames. */
+        CHECK_EQ(r->cached_n, r->walk_n);
+        CHECK(r->cached_n == HS_CFI_FALLBACK ||
+              memcmp(r->cached, r->walk, r->walk_n * sizeof(uintptr_t)) == 0);
     } else {
         CHECK_EQ(r->walk_n, HS_CFI_FALLBACK);
     }
@@ -96,6 +120,13 @@ static TEST_NOINLINE int recurse(int depth, size_t max, size_t skip)
 
 static void test_deep_recursion(void)
 {
+    /* A cold cache: the cache-only walk reads no CFI and gives up. */
+    hs_cfi_cache_clear();
+    uintptr_t frames[8];
+    CHECK_EQ(walk_cached(frames, 8, 0), HS_CFI_FALLBACK);
+    CHECK(walk_may_miss(frames, 8, 0) != HS_CFI_FALLBACK);
+    CHECK(walk_cached(frames, 8, 0) != HS_CFI_FALLBACK);
+
     recurse(200, HS_BACKTRACE_MAX_FRAMES, 0);
     check_same("recursion 200", &g_r, true);
     CHECK(g_r.unw_n > 200);
