@@ -17,19 +17,21 @@ static inline size_t hs_md_first_mismatch(const uint8_t *p, size_t n, uint8_t v)
      * checked on every free_track eviction. The step that finds a difference hands over to
      * the loops below, which find its byte. */
     typedef uint8_t v16 __attribute__((vector_size(16)));
-    v16 splat;
-    memset(&splat, v, sizeof(splat));
-    for (; i + 64 <= n; i += 64) {
-        v16 a, b, c, d;
-        memcpy(&a, p + i, 16);
-        memcpy(&b, p + i + 16, 16);
-        memcpy(&c, p + i + 32, 16);
-        memcpy(&d, p + i + 48, 16);
-        v16 x = ((a ^ splat) | (b ^ splat)) | ((c ^ splat) | (d ^ splat));
-        uint64_t q[2];
-        memcpy(q, &x, sizeof(q));
-        if ((q[0] | q[1]) != 0)
-            break;
+    if (n >= 64) { /* guards (32 bytes by default) skip the set-up */
+        v16 splat;
+        memset(&splat, v, sizeof(splat));
+        for (; i + 64 <= n; i += 64) {
+            v16 a, b, c, d;
+            memcpy(&a, p + i, 16);
+            memcpy(&b, p + i + 16, 16);
+            memcpy(&c, p + i + 32, 16);
+            memcpy(&d, p + i + 48, 16);
+            v16 x = ((a ^ splat) | (b ^ splat)) | ((c ^ splat) | (d ^ splat));
+            uint64_t q[2];
+            memcpy(q, &x, sizeof(q));
+            if ((q[0] | q[1]) != 0)
+                break;
+        }
     }
     for (; i + 32 <= n; i += 32) {
         uint64_t w[4];
