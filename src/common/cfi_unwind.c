@@ -72,7 +72,7 @@ static uint64_t uleb(struct cursor *c)
 
 static int64_t sleb(struct cursor *c)
 {
-    int64_t v = 0;
+    uint64_t v = 0; /* unsigned: shifting into the sign bit is defined */
     unsigned shift = 0;
     uint8_t b;
     do {
@@ -81,12 +81,12 @@ static int64_t sleb(struct cursor *c)
             return 0;
         }
         b = *c->p++;
-        v |= (int64_t)(b & 0x7f) << shift;
+        v |= (uint64_t)(b & 0x7f) << shift;
         shift += 7;
     } while (b & 0x80);
     if (shift < 64 && (b & 0x40))
-        v |= -((int64_t)1 << shift);
-    return v;
+        v |= ~(uint64_t)0 << shift;
+    return (int64_t)v;
 }
 
 static uint64_t fixed(struct cursor *c, size_t n)
