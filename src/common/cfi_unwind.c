@@ -574,9 +574,13 @@ static __attribute__((noinline)) uint32_t miss_in_self(uintptr_t pc)
 /* The rule at pc; a miss reads the CFI (may_miss), or only this object's. */
 static inline __attribute__((always_inline)) uint32_t rule_of(uintptr_t pc, bool may_miss)
 {
+    /* An empty slot (0) can only match pc 0, and its rule bits are RULE_FALLBACK. A pc above
+     * PC_MASK never matches, and the misses below turn it away. */
     uint64_t e = __atomic_load_n(&g_cache[slot_of(pc)], __ATOMIC_RELAXED);
-    if (__builtin_expect((e & PC_MASK) == pc && e != 0, 1))
+    if (__builtin_expect((e & PC_MASK) == pc, 1))
         return (uint32_t)(e >> PC_BITS);
+    if (pc > PC_MASK)
+        return RULE_FALLBACK;
     if (may_miss)
         return miss(pc);
     return miss_in_self(pc);
@@ -596,8 +600,6 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
      * the call instruction's (pc - 1: a call can be the last instruction of a function). */
     uintptr_t lookup = pc;
     for (size_t depth = 0; depth < MAX_DEPTH; depth++) {
-        if (lookup > PC_MASK)
-            return HS_CFI_FALLBACK;
         uint32_t rule = rule_of(lookup, may_miss);
         if (rule == RULE_FALLBACK)
             return HS_CFI_FALLBACK;
