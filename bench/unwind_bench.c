@@ -15,8 +15,9 @@
  * unwind (median and p90 per sample) and the throughput of a tight loop (samples/s). It also
  * prints the cost of a first unwind with an empty rule table and the table's memory.
  *
- * Then, in-process: malloc debug's capture (hs_backtrace_capture, libunwind's unw_backtrace
- * with its per-thread cache) from a call chain 8, 32 and 128 frames deep, keeping at most
+ * Then, in-process: malloc debug's capture (hs_backtrace_capture: the walker with cached CFA
+ * rules of cfi_unwind.c, beside hs_backtrace_capture_unwinder: libunwind's unw_backtrace with
+ * its per-thread cache, what hs_backtrace_capture was before) from a call chain 8, 32 and 128 frames deep, keeping at most
  * 16 frames (backtrace's default: 22 with the shim's own frames, which are unwound and
  * dropped) or 256 (backtrace=256). Only the frames kept are unwound, so past that count
  * the cost does not grow with the depth of the stack.
@@ -249,6 +250,7 @@ static struct result measure(int a, struct sample **samples, size_t nsamples, do
 /* ---- In-process capture (malloc debug's) --------------------------------------------------- */
 
 struct local_capture {
+    size_t (*capture)(uintptr_t *frames, size_t max_frames, size_t skip);
     size_t max_frames;
     double seconds;
     double median_us;
@@ -263,7 +265,7 @@ static __attribute__((noinline)) void local_measure(struct local_capture *c)
     double start = now_ns();
     while (n < cap && now_ns() - start < c->seconds * 1e9) {
         double t0 = now_ns();
-        c->frames = hs_backtrace_capture(frames, c->max_frames, 0);
+        c->frames = c->capture(frames, c->max_frames, 0);
         t[n++] = now_ns() - t0;
     }
     qsort(t, n, sizeof *t, cmp_double);
@@ -285,16 +287,20 @@ static void local_report(double seconds)
 {
     static const int depths[] = {8, 32, 128};
     static const size_t maxes[] = {16 + 6, HS_BACKTRACE_MAX_FRAMES};
-    printf("in-process capture (hs_backtrace_capture, malloc debug's), median us per capture:\n");
-    printf("%-8s  %-28s  %-28s\n", "depth", "at most 22 frames (backtrace)", "at most 256 frames");
+    printf("in-process capture (malloc debug's), median us per capture: hs_backtrace_capture\n"
+           "(cached CFA rules, cfi_unwind.c) / hs_backtrace_capture_unwinder (libunwind alone)\n");
+    printf("%-8s  %-34s  %-34s\n", "depth", "at most 22 frames (backtrace)", "at most 256 frames");
     for (size_t d = 0; d < sizeof depths / sizeof depths[0]; d++) {
         printf("%-8d", depths[d]);
         for (size_t m = 0; m < 2; m++) {
-            struct local_capture c = {maxes[m], seconds / 2, 0, 0};
+            struct local_capture c = {hs_backtrace_capture, maxes[m], seconds / 4, 0, 0};
+            struct local_capture u = {hs_backtrace_capture_unwinder, maxes[m], seconds / 4, 0, 0};
             local_at_depth(depths[d], &c);
+            local_at_depth(depths[d], &u);
             char cell[64];
-            snprintf(cell, sizeof cell, "%.2f us (%zu frames)", c.median_us, c.frames);
-            printf("  %-28s", cell);
+            snprintf(cell, sizeof cell, "%.2f / %.2f us (%zu frames)", c.median_us, u.median_us,
+                     c.frames);
+            printf("  %-34s", cell);
         }
         printf("\n");
     }

@@ -5,6 +5,7 @@
 #include "backtrace.h"
 
 #include "capture_gate.h"
+#include "cfi_unwind.h"
 #include "elf_cache.h"
 #include "elf_symbols.h"
 #include "format.h"
@@ -62,16 +63,29 @@ static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t m
     return n;
 }
 
-/* noinline: frame 0 of unw_backtrace is the return address into this function, which is
- * dropped along with `skip` more (capture_slow has one more frame of its own to drop). Neither
- * call may become a tail call: work (the copy, the errno restore) follows both. */
-__attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames,
-                                                      size_t skip)
+/* The body of both capture functions, inlined into each, so that frame 0 of unw_backtrace
+ * (and of hs_cfi_capture) is the return address into that function, dropped along with
+ * `skip` more (capture_slow has one more frame of its own to drop). Neither call may become a
+ * tail call: work (the copy, the errno restore) follows both. cfi: try the walker with cached
+ * CFA rules first (cfi_unwind.h), whose frames are libunwind's or who hands over. */
+static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, size_t max_frames,
+                                                           size_t skip, bool cfi)
 {
     if (max_frames == 0)
         return 0;
     if (max_frames > HS_BACKTRACE_MAX_FRAMES)
         max_frames = HS_BACKTRACE_MAX_FRAMES;
+    /* A stack whose every rule is cached is walked without the gate: that walk holds no
+     * lock a fork could copy (cfi_unwind.h). The gate's state is still obeyed: a child whose
+     * fork could not wait captures nothing. */
+    if (cfi && __atomic_load_n(&hs_capture_gate.state, __ATOMIC_RELAXED) == HS_CAPTURE_GATE_OPEN) {
+        size_t got = hs_cfi_capture(frames, max_frames, skip + 1, false);
+        if (got != HS_CFI_FALLBACK) {
+            for (size_t i = 0; i < got; i++)
+                frames[i] = hs_call_site(frames[i], false);
+            return got;
+        }
+    }
     int saved_errno = errno;
     /* No fork may copy the unwinder's locks while this capture can hold one. */
     if (!hs_capture_gate_enter()) {
@@ -81,22 +95,43 @@ __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t 
     size_t n = 0;
 
     if (!t_in_fast_capture && skip <= HS_BACKTRACE_MAX_SKIP) {
-        size_t want = max_frames + skip + 1;
-        void *tmp[want];
         t_in_fast_capture = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        int got = unw_backtrace(tmp, (int)want);
+        size_t got = cfi ? hs_cfi_capture(frames, max_frames, skip + 1, true) : HS_CFI_FALLBACK;
+        if (got != HS_CFI_FALLBACK) {
+            /* No signal trampoline on the way (the walker hands those over): all return
+             * addresses. */
+            for (size_t i = 0; i < got; i++)
+                frames[i] = hs_call_site(frames[i], false);
+            n = got;
+        } else {
+            size_t want = max_frames + skip + 1;
+            void *tmp[want];
+            int unw = unw_backtrace(tmp, (int)want);
+            for (size_t i = skip + 1; i < (size_t)(unw > 0 ? unw : 0); i++)
+                frames[n++] = hs_call_site((uintptr_t)tmp[i],
+                                           hs_is_signal_trampoline((uintptr_t)tmp[i - 1]));
+        }
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         t_in_fast_capture = 0;
-        for (size_t i = skip + 1; i < (size_t)(got > 0 ? got : 0); i++)
-            frames[n++] =
-                hs_call_site((uintptr_t)tmp[i], hs_is_signal_trampoline((uintptr_t)tmp[i - 1]));
     } else {
         n = capture_slow(frames, max_frames, skip + 2);
     }
     hs_capture_gate_leave();
     errno = saved_errno;
     return n;
+}
+
+__attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames,
+                                                      size_t skip)
+{
+    return capture(frames, max_frames, skip, true);
+}
+
+__attribute__((noinline)) size_t hs_backtrace_capture_unwinder(uintptr_t *frames,
+                                                               size_t max_frames, size_t skip)
+{
+    return capture(frames, max_frames, skip, false);
 }
 
 /* State while printing: the mapping of the previous frame and a few ELF files kept open. A

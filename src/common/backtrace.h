@@ -1,8 +1,9 @@
 /* backtrace.h: stack capture and printing that are safe inside malloc.
  *
- * Capture uses libunwind's local unwinder (unw_backtrace, its cached fast path: ~0.2 us for
- * 16 frames against ~8 us for an unw_getcontext/unw_init_local/unw_step loop, measured on
- * x86_64 with libunwind 1.6.2). It does not call malloc: libunwind takes its memory from mmap
+ * Capture walks the stack with CFA rules read from the CFI and cached by return address
+ * (cfi_unwind.h), and hands any stack that walk does not model to libunwind's local unwinder
+ * (unw_backtrace, its cached fast path: ~0.2 us for 16 frames against ~8 us for an
+ * unw_getcontext/unw_init_local/unw_step loop, measured on x86_64 with libunwind 1.6.2). It does not call malloc: libunwind takes its memory from mmap
  * and its own pools. On a thread's first capture libunwind maps a 256 KiB per-thread frame
  * cache and stores it with pthread_setspecific, which only allocates (calloc) if libunwind's
  * key index is 32 or more; calling hs_backtrace_capture once early (library constructor)
@@ -56,6 +57,11 @@
  * gate refused the capture (see Fork above). The first capture of the process also looks
  * libc up (dl_iterate_phdr). */
 size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames, size_t skip);
+
+/* The same frames, from libunwind alone: hs_backtrace_capture first walks the stack with
+ * cached CFA rules (cfi_unwind.h) and asks libunwind only when that walk hands over. For
+ * tests and measurements of the two. */
+size_t hs_backtrace_capture_unwinder(uintptr_t *frames, size_t max_frames, size_t skip);
 
 /* Logs the frames through hs_log, one line per frame in Android's format:
  *     "          #%02zu  pc %016lx  <path>[ (<symbol>+<decimal offset>)]"

@@ -373,6 +373,38 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
     }
 }
 
+/* The short paths (hs_md.lean: only the pointer table and backtraces are on). They do what
+ * debug_alloc and hs_md_debug_free do for such a configuration, minus the checks that cannot
+ * apply: no header, no guarded memory, no fill, no free queue. */
+void *hs_md_lean_malloc(size_t size)
+{
+    hs_md_serve_requests();
+    hs_md_heap_dump_if_requested();
+    if (size == 0)
+        size = 1;
+    size_t total;
+    if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
+        return fail_enomem();
+    void *p = __libc_malloc(total);
+    track(p, size, NULL);
+    return p;
+}
+
+void hs_md_lean_free(void *ptr)
+{
+    hs_md_serve_requests();
+    hs_md_heap_dump_if_requested();
+    if (!ptr)
+        return;
+    struct hs_md_ptr_info info;
+    if (__builtin_expect(!hs_md_ptr_remove(ptr, &info), 0)) {
+        report_not_live(ptr, "free", false);
+        return; /* after a bad pointer free does nothing */
+    }
+    hs_md_bt_release(info.bt);
+    __libc_free(ptr);
+}
+
 void *hs_md_debug_malloc(size_t size)
 {
     return debug_alloc(size, HS_MD_MIN_ALIGNMENT, false);

@@ -19,4 +19,8 @@ void *hs_md_debug_aligned_alloc(size_t alignment, size_t size);
 void *hs_md_debug_pvalloc(size_t size);
 size_t hs_md_debug_malloc_usable_size(void *ptr);
 
+/* malloc and free when hs_md.lean (debug_state.h): the same results, fewer checks. */
+void *hs_md_lean_malloc(size_t size);
+void hs_md_lean_free(void *ptr);
+
 #endif

@@ -26,6 +26,10 @@ struct hs_md_state {
     struct hs_md_config cfg;
     bool header;        /* allocations carry a header (a guard is on) */
     bool track;         /* live allocations are in the pointer table */
+    /* malloc and free take the short path of debug_alloc.c (hs_md_lean_malloc/_free): the
+     * only work is the pointer table (and the allocation backtrace), because no option adds a
+     * header, a fill, a free queue, guarded memory or recording. Set once by init.c. */
+    bool lean;
     int backtrace_on;   /* allocation backtraces are captured now (SIGRTMAX-19 toggles) */
     size_t extra_bytes; /* bytes added to each request: link area + header + guards + expand */
     size_t guarded_extra_bytes;     /* the same for a guarded block (no glibc chunk after it) */

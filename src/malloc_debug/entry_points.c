@@ -85,13 +85,20 @@ static __attribute__((noinline)) void *recorded_memalign(void *(*fn)(size_t, siz
 /* The slow paths: first call, the shim's own calls, the debug paths and record_allocs. Kept
  * out of line so that the exported functions need no stack frame on the pass-through path. */
 
+/* The short path (hs_md.lean) first: the mode is final once it is HS_MD_DEBUG. */
+#define LEAN_NOW() (hs_md.lean && HS_MODE() == HS_MD_DEBUG && !hs_md_in_shim)
+
 static __attribute__((noinline)) void *malloc_slow(size_t size)
 {
+    if (LEAN_NOW())
+        return hs_md_lean_malloc(size);
     int mode = slow_mode();
     if (mode == HS_MD_SAMPLING)
         return hs_md_sampled_malloc(size);
     if (mode != HS_MD_DEBUG)
         return __libc_malloc(size);
+    if (hs_md.lean)
+        return hs_md_lean_malloc(size);
     if (RECORDING())
         return recorded_malloc(size);
     return hs_md_debug_malloc(size);
@@ -99,8 +106,14 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
 
 static __attribute__((noinline)) void free_slow(void *ptr)
 {
+    if (LEAN_NOW()) {
+        hs_md_lean_free(ptr);
+        return;
+    }
     int mode = slow_mode();
-    if (mode == HS_MD_SAMPLING && hs_md_sample_guard_owns((uintptr_t)ptr))
+    if (mode == HS_MD_DEBUG && hs_md.lean)
+        hs_md_lean_free(ptr);
+    else if (mode == HS_MD_SAMPLING && hs_md_sample_guard_owns((uintptr_t)ptr))
         hs_md_sampled_free(ptr);
     else if (mode == HS_MD_DEBUG && RECORDING())
         recorded_free(ptr);

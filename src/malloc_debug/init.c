@@ -212,6 +212,10 @@ static int configure(void)
         HS_OPT_SAMPLE_GUARD | HS_OPT_SAMPLE_GUARD_RECOVER | HS_OPT_VERBOSE | HS_OPT_ABORT_ON_ERROR;
     if (hs_md.sample_guard && (cfg->options & ~sampling_only) == 0)
         return HS_MD_SAMPLING;
+    const uint32_t not_lean = HS_OPT_HEADER_OPTIONS | HS_OPT_FILL_ON_ALLOC | HS_OPT_FILL_ON_FREE |
+                              HS_OPT_FREE_TRACK | HS_OPT_RECORD_ALLOCS;
+    hs_md.lean = hs_md.track && !(cfg->options & not_lean) && !hs_md.page_guard &&
+                 !hs_md.sample_guard;
     return HS_MD_DEBUG;
 }
 

@@ -54,3 +54,8 @@ target_include_directories(test_pointer_table_regions PRIVATE ${HS_MD_TABLES_TES
 target_link_libraries(test_pointer_table_regions PRIVATE hs_md_options hs_base Threads::Threads)
 add_test(NAME unit.pointer_table_regions COMMAND test_pointer_table_regions)
 set_tests_properties(unit.pointer_table_regions PROPERTIES TIMEOUT 120)
+
+# The fill and guard check (byte_check.h), 64 bytes at a time.
+add_executable(test_byte_check ${HS_MD_TABLES_TESTS_DIR}/test_byte_check.c)
+target_include_directories(test_byte_check PRIVATE ${HS_MD_TABLES_TESTS_DIR} ${HS_MD_TABLES_MD_DIR})
+add_test(NAME unit.byte_check COMMAND test_byte_check)

@@ -1,0 +1,54 @@
+/* cfi_unwind.h: a stack walker with a cache of CFA rules, in front of libunwind.
+ *
+ * Why: libunwind's unw_backtrace costs ~70 instructions per frame even on its cached path
+ * (unw_init_local, its trace cache, per-frame bookkeeping), and the malloc debug shim
+ * captures a stack on every allocation (backtrace) or free (free_track). Here each return
+ * address maps, through a process-wide direct-mapped cache, to its frame's rule read from the
+ * object's DWARF call frame information (.eh_frame, found through PT_GNU_EH_FRAME):
+ * "CFA = rsp or rbp + offset, return address at CFA - 8, rbp saved at CFA - 8k or
+ * unchanged". A step on a hit is one load of the cache and two of the stack.
+ *
+ * The walker gives up (returns HS_CFI_FALLBACK, and the caller asks libunwind for the whole
+ * stack) on anything it does not model, so its frames are always libunwind's: a pc without
+ * CFI (JIT code, which libunwind guesses through), a CFA or register rule that is an
+ * expression or another register (signal trampolines, PLT entries, stack realignment), a
+ * signal frame, a frame larger than 8 KiB, a CFA that does not move up the stack, x86_64
+ * only. The end of the stack is where libunwind ends it: a frame whose return address is
+ * undefined in the CFI (_start, clone3) is the last, and a return address of 0 ends it.
+ *
+ * Cache: 4096 slots of one 64-bit word each (pc and rule packed), read and written with
+ * relaxed atomics, so threads share it without locks and a reader never sees half an entry.
+ * Misses look the CFI up with dl_iterate_phdr (the dynamic loader's lock, as libunwind's misses
+ * do). When an object was unloaded since the last miss (dl_iterate_phdr's dlpi_subs), the
+ * cache is emptied; as with libunwind's own trace cache, entries of an object unloaded after
+ * the last miss stay until the next miss, which only matters if another object is then
+ * mapped at the same addresses and reached before any miss.
+ *
+ * Async-signal-safety: as hs_backtrace_capture's fast path (the caller keeps a signal
+ * handler of the same thread out, see backtrace.c). Never allocates.
+ */
+#ifndef HEAPSCOPE_COMMON_CFI_UNWIND_H
+#define HEAPSCOPE_COMMON_CFI_UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Returned by hs_cfi_capture when the walk needs libunwind. */
+#define HS_CFI_FALLBACK ((size_t)-1)
+
+/* Stores up to max return addresses of the calling thread into frames, the way
+ * unw_backtrace would from the caller: frames[0] is the return address into the function
+ * that called hs_cfi_capture, after dropping `skip` more frames. Returns the number stored,
+ * or HS_CFI_FALLBACK (frames then hold nothing useful).
+ * may_miss false: the walk uses the cache, and the CFI of the object this code is linked
+ * into (which cannot be unloaded under it); any other pc whose rule is not cached yet
+ * returns HS_CFI_FALLBACK as well, without asking the dynamic loader. Such a walk takes no lock of any
+ * kind (not even the dynamic loader's) and makes no system call, so it needs no capture gate
+ * (a fork meanwhile copies nothing held) and leaves errno alone. */
+size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip, bool may_miss);
+
+/* Empties the rule cache (tests). */
+void hs_cfi_cache_clear(void);
+
+#endif

@@ -1,0 +1,249 @@
+/* test_cfi_unwind.c: the walker with cached CFA rules (src/common/cfi_unwind.c) gives
+ * libunwind's frames: hs_backtrace_capture (walker first) against
+ * hs_backtrace_capture_unwinder (libunwind alone), called from the same instruction, on a deep
+ * recursion, through libc (qsort's comparator), at the end of a thread's stack, with skip and
+ * a short buffer, and from a signal handler (where the walker must hand over to libunwind).
+ * Each case also checks that the walker itself walked (or, for the signal, refused), so that
+ * the comparison cannot pass by the fast path never running, and that its cache-only mode
+ * (what hs_backtrace_capture tries first, without the capture gate) walks as well once the
+ * rules are cached.
+ */
+#define _GNU_SOURCE
+#include "backtrace.h"
+#include "cfi_unwind.h"
+#include "check.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__clang__)
+#define TEST_NOINLINE __attribute__((noinline))
+#else
+#define TEST_NOINLINE __attribute__((noinline, noipa))
+#endif
+#define BARRIER() __asm__ volatile("" ::: "memory")
+
+typedef size_t (*capture_fn)(uintptr_t *frames, size_t max, size_t skip);
+
+/* Every capture goes through this one call instruction, so all three see the same stack. */
+static TEST_NOINLINE size_t capture_with(capture_fn fn, uintptr_t *frames, size_t max, size_t skip)
+{
+    size_t n = fn(frames, max, skip);
+    BARRIER();
+    return n;
+}
+
+struct result {
+    size_t fast_n, unw_n, walk_n, cached_n;
+    uintptr_t fast[HS_BACKTRACE_MAX_FRAMES], unw[HS_BACKTRACE_MAX_FRAMES],
+        walk[HS_BACKTRACE_MAX_FRAMES], cached[HS_BACKTRACE_MAX_FRAMES];
+};
+
+/* The walker, both ways, behind a frame of their own that they skip. */
+static TEST_NOINLINE size_t walk_may_miss(uintptr_t *frames, size_t max, size_t skip)
+{
+    size_t n = hs_cfi_capture(frames, max, skip + 1, true);
+    BARRIER();
+    return n;
+}
+
+static TEST_NOINLINE size_t walk_cached(uintptr_t *frames, size_t max, size_t skip)
+{
+    size_t n = hs_cfi_capture(frames, max, skip + 1, false);
+    BARRIER();
+    return n;
+}
+
+/* One loop, so that capture_with is called from one instruction as well. The cache-only walk
+ * comes right after the full one, which cached every rule it needs. */
+static TEST_NOINLINE void capture_all(struct result *r, size_t max, size_t skip)
+{
+    capture_fn fns[4] = {hs_backtrace_capture, hs_backtrace_capture_unwinder, walk_may_miss,
+                         walk_cached};
+    uintptr_t *out[4] = {r->fast, r->unw, r->walk, r->cached};
+    size_t n[4];
+    for (int i = 0; i < 4; i++)
+        n[i] = capture_with(fns[i], out[i], max, skip);
+    r->fast_n = n[0];
+    r->unw_n = n[1];
+    r->walk_n = n[2];
+    r->cached_n = n[3];
+    BARRIER();
+}
+
+/* The frames agree; walked: the walker (hs_cfi_capture) did the walk itself, with the same
+ * frames (return addresses, one past the call sites). */
+static void check_same(const char *what, const struct result *r, bool walked)
+{
+    check_context(what);
+    CHECK(r->unw_n > 0);
+    CHECK_EQ(r->fast_n, r->unw_n);
+    size_t n = r->fast_n < r->unw_n ? r->fast_n : r->unw_n;
+    size_t first_diff = n;
+    for (size_t i = 0; i < n && first_diff == n; i++)
+        if (r->fast[i] != r->unw[i])
+            first_diff = i;
+    CHECK_EQ(first_diff, n);
+    if (walked) {
+        CHECK(r->walk_n != HS_CFI_FALLBACK);
+        CHECK_EQ(r->walk_n, r->unw_n);
+        size_t bad = n;
+        for (size_t i = 0; i < n && i < r->walk_n && bad == n; i++)
+            if (r->walk[i] - 1 != r->unw[i])
+                bad = i;
+        CHECK_EQ(bad, n);
+        /* Every rule is cached now: the cache-only walk gives the same frames. */
+        CHECK_EQ(r->cached_n, r->walk_n);
+        CHECK(r->cached_n == HS_CFI_FALLBACK ||
+              memcmp(r->cached, r->walk, r->walk_n * sizeof(uintptr_t)) == 0);
+    } else {
+        CHECK_EQ(r->walk_n, HS_CFI_FALLBACK);
+    }
+    check_context(NULL);
+}
+
+static struct result g_r;
+
+static TEST_NOINLINE int recurse(int depth, size_t max, size_t skip)
+{
+    if (depth == 0) {
+        capture_all(&g_r, max, skip);
+        return 1;
+    }
+    int v = recurse(depth - 1, max, skip);
+    BARRIER();
+    return v + 1;
+}
+
+static void test_deep_recursion(void)
+{
+    /* A cold cache: the cache-only walk reads no CFI and gives up. */
+    hs_cfi_cache_clear();
+    uintptr_t frames[8];
+    CHECK_EQ(walk_cached(frames, 8, 0), HS_CFI_FALLBACK);
+    CHECK(walk_may_miss(frames, 8, 0) != HS_CFI_FALLBACK);
+    CHECK(walk_cached(frames, 8, 0) != HS_CFI_FALLBACK);
+
+    recurse(200, HS_BACKTRACE_MAX_FRAMES, 0);
+    check_same("recursion 200", &g_r, true);
+    CHECK(g_r.unw_n > 200);
+    /* A cold cache gives the same frames as a warm one. */
+    hs_cfi_cache_clear();
+    recurse(200, HS_BACKTRACE_MAX_FRAMES, 0);
+    check_same("recursion 200, cold cache", &g_r, true);
+    /* Cut short, and with frames skipped. */
+    recurse(40, 5, 0);
+    check_same("recursion 40, 5 frames", &g_r, true);
+    CHECK_EQ(g_r.unw_n, 5);
+    recurse(40, 8, 3);
+    check_same("recursion 40, skip 3", &g_r, true);
+    CHECK_EQ(g_r.unw_n, 8);
+}
+
+/* Frames addressed from rsp, as in code built without frame pointers (gcc: this function
+ * alone; clang builds keep rbp and test the same walk as above). bytes: the frame's size. */
+#if defined(__clang__)
+#define NO_FRAME_POINTER
+#else
+#define NO_FRAME_POINTER __attribute__((optimize("omit-frame-pointer")))
+#endif
+static TEST_NOINLINE NO_FRAME_POINTER int frame_of_6k(int depth)
+{
+    volatile char buf[6000];
+    buf[0] = (char)depth;
+    buf[sizeof(buf) - 1] = (char)depth;
+    int v = recurse(depth, HS_BACKTRACE_MAX_FRAMES, 0);
+    BARRIER();
+    return v + buf[0] + buf[sizeof(buf) - 1];
+}
+
+static TEST_NOINLINE NO_FRAME_POINTER int frame_of_12k(int depth)
+{
+    volatile char buf[12000];
+    buf[0] = (char)depth;
+    buf[sizeof(buf) - 1] = (char)depth;
+    int v = recurse(depth, HS_BACKTRACE_MAX_FRAMES, 0);
+    BARRIER();
+    return v + buf[0] + buf[sizeof(buf) - 1];
+}
+
+/* A 6 KiB frame is walked; past 8 KiB (what a cache entry holds) libunwind takes over. */
+static void test_big_frames(void)
+{
+    frame_of_6k(5);
+    check_same("6 KiB frame", &g_r, true);
+    frame_of_12k(5);
+#if defined(__clang__)
+    check_same("12 KiB frame (clang: frame pointer)", &g_r, true);
+#else
+    check_same("12 KiB frame", &g_r, false);
+#endif
+}
+
+static int g_compared;
+
+static int compare_ints(const void *a, const void *b)
+{
+    if (g_compared++ == 0)
+        capture_all(&g_r, HS_BACKTRACE_MAX_FRAMES, 0);
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The comparator runs under qsort's own frames (libc, no frame pointers: CFA from rsp). */
+static void test_through_libc(void)
+{
+    int v[64];
+    for (int i = 0; i < 64; i++)
+        v[i] = (i * 37) % 64;
+    g_compared = 0;
+    qsort(v, 64, sizeof(v[0]), compare_ints);
+    check_same("qsort comparator", &g_r, true);
+}
+
+static void *thread_main(void *arg)
+{
+    (void)arg;
+    recurse(10, HS_BACKTRACE_MAX_FRAMES, 0);
+    return NULL;
+}
+
+/* A thread's stack ends in clone3, whose return address the CFI leaves undefined. */
+static void test_thread(void)
+{
+    pthread_t t;
+    CHECK_EQ(pthread_create(&t, NULL, thread_main, NULL), 0);
+    pthread_join(t, NULL);
+    check_same("thread", &g_r, true);
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    capture_all(&g_r, HS_BACKTRACE_MAX_FRAMES, 0);
+}
+
+/* Under a signal handler the stack goes through glibc's trampoline: libunwind's job. */
+static void test_signal_frame(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    CHECK_EQ(sigaction(SIGUSR1, &sa, NULL), 0);
+    raise(SIGUSR1);
+    check_same("signal handler", &g_r, false);
+}
+
+int main(void)
+{
+    test_deep_recursion();
+    test_through_libc();
+    test_big_frames();
+    test_thread();
+    test_signal_frame();
+    return check_report();
+}
