@@ -46,7 +46,7 @@ set_tests_properties(unit.capture_gate PROPERTIES TIMEOUT 180)
 # The stack walker with cached CFA rules (cfi_unwind.c) against libunwind alone.
 add_executable(test_cfi_unwind ${HS_COMMON_TESTS_DIR}/test_cfi_unwind.c)
 target_include_directories(test_cfi_unwind PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_cfi_unwind PRIVATE hs_common Threads::Threads)
+target_link_libraries(test_cfi_unwind PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.cfi_unwind COMMAND test_cfi_unwind)
 
 # The private allocator (arena.c): growing blocks, large ones by mremap.
