@@ -386,7 +386,10 @@ void *hs_md_lean_malloc(size_t size)
     if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
         return fail_enomem();
     void *p = __libc_malloc(total);
-    track(p, size, NULL);
+    if (__builtin_expect(p && !track(p, size, NULL), 0)) {
+        __libc_free(p); /* the table could not record it: the allocation fails (top of file) */
+        return fail_enomem();
+    }
     return p;
 }
 
@@ -398,7 +401,9 @@ void hs_md_lean_free(void *ptr)
         return;
     struct hs_md_ptr_info info;
     if (__builtin_expect(!hs_md_ptr_remove(ptr, &info), 0)) {
-        report_not_live(ptr, "free", false);
+        /* As verify_tracked: after a block went out untracked it is left alone. */
+        if (!__atomic_load_n(&g_untracked, __ATOMIC_RELAXED))
+            report_not_live(ptr, "free", false);
         return; /* after a bad pointer free does nothing */
     }
     hs_md_bt_release(info.bt);
