@@ -110,8 +110,7 @@ static void usage(FILE *out)
         "  heapscope debug --system enable -o \"guard backtrace\" --program myworker\n");
 }
 
-enum { OPT_SUPP = 256, OPT_EXITCODE, OPT_JSON, OPT_NO_SYMBOLIZE, OPT_SYSTEM, OPT_UNIT, OPT_REMOVE,
-       OPT_ROOT };
+enum { OPT_SYSTEM = 256, OPT_UNIT, OPT_REMOVE, OPT_ROOT };
 
 /* --system / --unit: the setting is written for processes started later; no program runs. */
 static int system_or_unit(const char *system, const char *unit, bool remove,
@@ -131,12 +130,8 @@ int hs_cmd_debug(int argc, char **argv)
 {
     static const struct option long_options[] = {
         {"options", required_argument, NULL, 'o'},
-        {"suppressions", required_argument, NULL, OPT_SUPP},
-        {"error-exitcode", required_argument, NULL, OPT_EXITCODE},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
+        HS_RUN_LONG_OPTIONS,
         {"program", required_argument, NULL, 'P'},
-        {"log", required_argument, NULL, 'l'},
         {"system", required_argument, NULL, OPT_SYSTEM},
         {"unit", required_argument, NULL, OPT_UNIT},
         {"remove", no_argument, NULL, OPT_REMOVE},
@@ -159,22 +154,6 @@ int hs_cmd_debug(int argc, char **argv)
         case 'P':
             program = optarg;
             break;
-        case 'l':
-            run.log_file = optarg;
-            break;
-        case OPT_SUPP:
-            run.supp_file = optarg;
-            break;
-        case OPT_EXITCODE:
-            if ((run.error_exitcode = hs_parse_exitcode("debug", optarg)) < 0)
-                return 2;
-            break;
-        case OPT_JSON:
-            run.json_file = optarg;
-            break;
-        case OPT_NO_SYMBOLIZE:
-            run.symbolize = false;
-            break;
         case OPT_SYSTEM:
             system = optarg;
             break;
@@ -191,6 +170,12 @@ int hs_cmd_debug(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
+            switch (hs_run_option(c, optarg, &run)) {
+            case 1:
+                continue;
+            case -1:
+                return 2;
+            }
             usage(stderr);
             return 2;
         }

@@ -291,19 +291,11 @@ int hs_cmd_leaks(int argc, char **argv)
         OPT_TIMEOUT,
         OPT_NO_INJECT,
         OPT_ALLOW_SECCOMP,
-        OPT_SUPP,
-        OPT_EXITCODE,
-        OPT_JSON,
-        OPT_NO_SYMBOLIZE
     };
     static const struct option long_options[] = {
-        {"suppressions", required_argument, NULL, OPT_SUPP},
-        {"error-exitcode", required_argument, NULL, OPT_EXITCODE},
-        {"json", required_argument, NULL, OPT_JSON},
-        {"no-symbolize", no_argument, NULL, OPT_NO_SYMBOLIZE},
+        HS_RUN_LONG_OPTIONS,
         {"pid", required_argument, NULL, 'p'},
         {"options", required_argument, NULL, 'o'},
-        {"log", required_argument, NULL, 'l'},
         {"contents", no_argument, NULL, OPT_CONTENTS},
         {"limit", required_argument, NULL, OPT_LIMIT},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -330,22 +322,6 @@ int hs_cmd_leaks(int argc, char **argv)
             break;
         case 'o':
             options = optarg;
-            break;
-        case 'l':
-            run.log_file = optarg;
-            break;
-        case OPT_SUPP:
-            run.supp_file = optarg;
-            break;
-        case OPT_EXITCODE:
-            if ((run.error_exitcode = hs_parse_exitcode("leaks", optarg)) < 0)
-                return 2;
-            break;
-        case OPT_JSON:
-            run.json_file = optarg;
-            break;
-        case OPT_NO_SYMBOLIZE:
-            run.symbolize = false;
             break;
         case OPT_CONTENTS:
             contents = 1;
@@ -374,6 +350,12 @@ int hs_cmd_leaks(int argc, char **argv)
             usage(stdout);
             return 0;
         default:
+            switch (hs_run_option(c, optarg, &run)) {
+            case 1:
+                continue;
+            case -1:
+                return 2;
+            }
             usage(stderr);
             return 2;
         }

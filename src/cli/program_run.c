@@ -59,6 +59,29 @@ int hs_parse_exitcode(const char *command, const char *text)
     return (int)v;
 }
 
+int hs_run_option(int c, const char *arg, struct hs_run_options *run)
+{
+    switch (c) {
+    case 'l':
+        run->log_file = arg;
+        return 1;
+    case HS_RUN_OPT_SUPP:
+        run->supp_file = arg;
+        return 1;
+    case HS_RUN_OPT_EXITCODE:
+        run->error_exitcode = hs_parse_exitcode(run->command, arg);
+        return run->error_exitcode < 0 ? -1 : 1;
+    case HS_RUN_OPT_JSON:
+        run->json_file = arg;
+        return 1;
+    case HS_RUN_OPT_NO_SYMBOLIZE:
+        run->symbolize = false;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Passes signals sent to the command with kill on to the program; those the terminal sends
  * (SI_KERNEL) went to the program's process group already. */
 static void forward(int sig, siginfo_t *info, void *uctx)

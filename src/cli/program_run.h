@@ -43,6 +43,19 @@ bool hs_load_suppressions(const char *command, const char *path, struct hs_supp_
 /* Parses --error-exitcode's value (1..255); prints why and returns -1 when bad. */
 int hs_parse_exitcode(const char *command, const char *text);
 
+/* The report options of the commands that run a program (debug, leaks): getopt_long values,
+ * HS_RUN_LONG_OPTIONS for their long_options table (with -l for --log), and
+ * hs_run_option to take one into run: 1 when c was one of them, 0 when not, -1 when its
+ * value is bad (said on stderr). */
+enum { HS_RUN_OPT_SUPP = 512, HS_RUN_OPT_EXITCODE, HS_RUN_OPT_JSON, HS_RUN_OPT_NO_SYMBOLIZE };
+#define HS_RUN_LONG_OPTIONS                                                                        \
+    {"log", required_argument, NULL, 'l'},                                                         \
+        {"suppressions", required_argument, NULL, HS_RUN_OPT_SUPP},                                \
+        {"error-exitcode", required_argument, NULL, HS_RUN_OPT_EXITCODE},                          \
+        {"json", required_argument, NULL, HS_RUN_OPT_JSON},                                        \
+        {"no-symbolize", no_argument, NULL, HS_RUN_OPT_NO_SYMBOLIZE}
+int hs_run_option(int c, const char *arg, struct hs_run_options *run);
+
 /* Runs argv (environment prepared by the caller) as described above; returns the exit
  * status for the command (or raises the program's fatal signal). */
 int hs_run_program(char **argv, const struct hs_run_options *o);
