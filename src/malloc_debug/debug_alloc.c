@@ -326,8 +326,8 @@ static bool verify_tracked(void *ptr, const char *function, bool take, struct hs
 /* Checks that ptr is a live allocation for `function`: guarded memory, header tag, then the
  * pointer table (from which `take` removes it, handing its entry to *info; a guarded block is
  * then claimed, *g its record). Reports and returns false otherwise. */
-static bool verify_pointer(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info,
-                           struct hs_md_gblock **g)
+HS_INLINE bool verify_pointer(void *ptr, const char *function, bool take,
+                              struct hs_md_ptr_info *info, struct hs_md_gblock **g)
 {
     info->size = 0;
     info->bt = NULL;
