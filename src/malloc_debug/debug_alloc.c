@@ -147,8 +147,8 @@ static void *guarded_header_alloc(size_t size, size_t alignment, bool zero, stru
 
 /* Allocates a block with header and guards; alignment is a power of two >= 16. guarded:
  * try guarded memory first (bt: its allocation backtrace). */
-static void *header_alloc(size_t size, size_t alignment, bool zero, bool guarded,
-                          struct hs_md_bt *bt)
+HS_INLINE void *header_alloc(size_t size, size_t alignment, bool zero, bool guarded,
+                             struct hs_md_bt *bt)
 {
     if (guarded) {
         void *p = guarded_header_alloc(size, alignment, zero, bt);
@@ -170,8 +170,8 @@ static void *header_alloc(size_t size, size_t alignment, bool zero, bool guarded
 }
 
 /* Block without header: only expand_alloc is added. guarded: try guarded memory first. */
-static void *plain_alloc(size_t size, size_t alignment, bool zero, bool guarded,
-                         struct hs_md_bt *bt)
+HS_INLINE void *plain_alloc(size_t size, size_t alignment, bool zero, bool guarded,
+                            struct hs_md_bt *bt)
 {
     size_t total;
     if (guarded && !__builtin_add_overflow(size, hs_md.guarded_extra_bytes, &total)) {
@@ -188,7 +188,7 @@ static void *plain_alloc(size_t size, size_t alignment, bool zero, bool guarded,
     return zero ? __libc_calloc(1, total) : __libc_malloc(total);
 }
 
-static size_t usable_size(void *ptr)
+HS_INLINE size_t usable_size(void *ptr)
 {
     return hs_md.header ? hs_md_header_of(ptr)->usable_size : hs_md_backing_usable_size(ptr);
 }
@@ -293,7 +293,7 @@ static void report_not_live(void *ptr, const char *function, bool known_freed)
 }
 
 /* The header and pointer-table part of verify_pointer. */
-static bool verify_tracked(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info)
+HS_INLINE bool verify_tracked(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info)
 {
     /* With the pointer table, ask it first: then a wild pointer is reported without reading
      * the memory in front of it, which may not be mapped. */
