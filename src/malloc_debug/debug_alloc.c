@@ -238,7 +238,8 @@ HS_INLINE void *debug_alloc_drawn(size_t size, size_t alignment, bool zero, bool
             p = fail_enomem();
         }
     }
-    hs_md_bt_release(guard_bt);
+    if (guard_bt) /* (a NULL test here saves a call on every allocation) */
+        hs_md_bt_release(guard_bt);
     return p;
 }
 
@@ -359,7 +360,8 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
     }
     if (options & HS_OPT_FILL_ON_FREE)
         memset(ptr, hs_md.cfg.fill_free_value, min_size(usable, hs_md.cfg.fill_on_free_bytes));
-    hs_md_bt_release(info->bt);
+    if (info->bt)
+        hs_md_bt_release(info->bt);
     if (options & HS_OPT_FREE_TRACK) {
         /* A guarded block stays claimed in the queue; it is freed when it leaves it. */
         hs_md_free_queue_push(ptr, orig, usable,
@@ -406,7 +408,8 @@ void hs_md_lean_free(void *ptr)
             report_not_live(ptr, "free", false);
         return; /* after a bad pointer free does nothing */
     }
-    hs_md_bt_release(info.bt);
+    if (info.bt)
+        hs_md_bt_release(info.bt);
     __libc_free(ptr);
 }
 
