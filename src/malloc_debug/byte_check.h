@@ -1,9 +1,11 @@
-/* byte_check.h: finding the first byte that differs from a fill value, 64 bytes at a time.
- * Guards are checked on every free and freed blocks on every free_track eviction, so this
- * is on the hot path of those options. */
+/* byte_check.h: finding the first byte that differs from a fill value, 64 bytes at a time,
+ * and the guards' short cases: an all-equal test and a fill for 16 to 64 bytes, inline.
+ * Guards are written on every allocation and checked on every free, freed blocks on every
+ * free_track eviction, so this is on the hot path of those options. */
 #ifndef HEAPSCOPE_MALLOC_DEBUG_BYTE_CHECK_H
 #define HEAPSCOPE_MALLOC_DEBUG_BYTE_CHECK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -49,6 +51,56 @@ static inline size_t hs_md_first_mismatch(const uint8_t *p, size_t n, uint8_t v)
         if (p[i] != v)
             return i;
     return n;
+}
+
+typedef uint8_t hs_md_v16 __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) hs_md_v16 hs_md_v16_splat(uint8_t v)
+{
+    hs_md_v16 s;
+    memset(&s, v, sizeof(s));
+    return s;
+}
+
+static inline __attribute__((always_inline)) hs_md_v16 hs_md_v16_load(const uint8_t *p)
+{
+    hs_md_v16 x;
+    memcpy(&x, p, sizeof(x));
+    return x;
+}
+
+/* True when the n bytes at p are all v. From 16 to 64 bytes (guards: 32 by default) two or
+ * four overlapping 16-byte loads and one test, no loop; other sizes go to
+ * hs_md_first_mismatch. */
+static inline __attribute__((always_inline)) bool hs_md_all_equal(const uint8_t *p, size_t n,
+                                                                  uint8_t v)
+{
+    if (n - 16 > 48) /* n < 16 or n > 64 (n - 16 wraps below 16) */
+        return hs_md_first_mismatch(p, n, v) == n;
+    hs_md_v16 splat = hs_md_v16_splat(v);
+    /* [0, 16) and [n - 16, n) cover n <= 32; [16, 32) and [n - 32, n - 16) the rest. */
+    hs_md_v16 x = (hs_md_v16_load(p) ^ splat) | (hs_md_v16_load(p + n - 16) ^ splat);
+    if (n > 32)
+        x |= (hs_md_v16_load(p + 16) ^ splat) | (hs_md_v16_load(p + n - 32) ^ splat);
+    uint64_t q[2];
+    memcpy(q, &x, sizeof(q));
+    return (q[0] | q[1]) == 0;
+}
+
+/* memset(p, v, n), with the stores of 16 to 64 bytes inline (overlapping as above). */
+static inline __attribute__((always_inline)) void hs_md_fill(uint8_t *p, size_t n, uint8_t v)
+{
+    if (n - 16 > 48) {
+        memset(p, v, n);
+        return;
+    }
+    hs_md_v16 splat = hs_md_v16_splat(v);
+    memcpy(p, &splat, 16);
+    memcpy(p + n - 16, &splat, 16);
+    if (n > 32) {
+        memcpy(p + 16, &splat, 16);
+        memcpy(p + n - 32, &splat, 16);
+    }
 }
 
 #endif

@@ -147,8 +147,8 @@ static void *guarded_header_alloc(size_t size, size_t alignment, bool zero, stru
 
 /* Allocates a block with header and guards; alignment is a power of two >= 16. guarded:
  * try guarded memory first (bt: its allocation backtrace). */
-static void *header_alloc(size_t size, size_t alignment, bool zero, bool guarded,
-                          struct hs_md_bt *bt)
+HS_INLINE void *header_alloc(size_t size, size_t alignment, bool zero, bool guarded,
+                             struct hs_md_bt *bt)
 {
     if (guarded) {
         void *p = guarded_header_alloc(size, alignment, zero, bt);
@@ -170,8 +170,8 @@ static void *header_alloc(size_t size, size_t alignment, bool zero, bool guarded
 }
 
 /* Block without header: only expand_alloc is added. guarded: try guarded memory first. */
-static void *plain_alloc(size_t size, size_t alignment, bool zero, bool guarded,
-                         struct hs_md_bt *bt)
+HS_INLINE void *plain_alloc(size_t size, size_t alignment, bool zero, bool guarded,
+                            struct hs_md_bt *bt)
 {
     size_t total;
     if (guarded && !__builtin_add_overflow(size, hs_md.guarded_extra_bytes, &total)) {
@@ -188,7 +188,7 @@ static void *plain_alloc(size_t size, size_t alignment, bool zero, bool guarded,
     return zero ? __libc_calloc(1, total) : __libc_malloc(total);
 }
 
-static size_t usable_size(void *ptr)
+HS_INLINE size_t usable_size(void *ptr)
 {
     return hs_md.header ? hs_md_header_of(ptr)->usable_size : hs_md_backing_usable_size(ptr);
 }
@@ -238,7 +238,8 @@ HS_INLINE void *debug_alloc_drawn(size_t size, size_t alignment, bool zero, bool
             p = fail_enomem();
         }
     }
-    hs_md_bt_release(guard_bt);
+    if (guard_bt) /* (a NULL test here saves a call on every allocation) */
+        hs_md_bt_release(guard_bt);
     return p;
 }
 
@@ -293,7 +294,7 @@ static void report_not_live(void *ptr, const char *function, bool known_freed)
 }
 
 /* The header and pointer-table part of verify_pointer. */
-static bool verify_tracked(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info)
+HS_INLINE bool verify_tracked(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info)
 {
     /* With the pointer table, ask it first: then a wild pointer is reported without reading
      * the memory in front of it, which may not be mapped. */
@@ -326,8 +327,8 @@ static bool verify_tracked(void *ptr, const char *function, bool take, struct hs
 /* Checks that ptr is a live allocation for `function`: guarded memory, header tag, then the
  * pointer table (from which `take` removes it, handing its entry to *info; a guarded block is
  * then claimed, *g its record). Reports and returns false otherwise. */
-static bool verify_pointer(void *ptr, const char *function, bool take, struct hs_md_ptr_info *info,
-                           struct hs_md_gblock **g)
+HS_INLINE bool verify_pointer(void *ptr, const char *function, bool take,
+                              struct hs_md_ptr_info *info, struct hs_md_gblock **g)
 {
     info->size = 0;
     info->bt = NULL;
@@ -359,7 +360,8 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
     }
     if (options & HS_OPT_FILL_ON_FREE)
         memset(ptr, hs_md.cfg.fill_free_value, min_size(usable, hs_md.cfg.fill_on_free_bytes));
-    hs_md_bt_release(info->bt);
+    if (info->bt)
+        hs_md_bt_release(info->bt);
     if (options & HS_OPT_FREE_TRACK) {
         /* A guarded block stays claimed in the queue; it is freed when it leaves it. */
         hs_md_free_queue_push(ptr, orig, usable,
@@ -406,7 +408,8 @@ void hs_md_lean_free(void *ptr)
             report_not_live(ptr, "free", false);
         return; /* after a bad pointer free does nothing */
     }
-    hs_md_bt_release(info.bt);
+    if (info.bt)
+        hs_md_bt_release(info.bt);
     __libc_free(ptr);
 }
 

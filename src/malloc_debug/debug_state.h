@@ -35,6 +35,8 @@ struct hs_md_state {
     size_t guarded_extra_bytes;     /* the same for a guarded block (no glibc chunk after it) */
     bool page_guard;                /* page_guard is on (its address space is reserved) */
     bool sample_guard;              /* sample_guard is on (its pool is reserved) */
+    bool guarded;                   /* page_guard or sample_guard is on: one predicted test
+                                     * skips the range checks of guarded.h when neither is */
     uintptr_t self_start, self_end; /* our own code, dropped from the top of backtraces */
     char self_path[PATH_MAX];       /* this library's file, to find the elfutils plug-in */
     /* Set (never cleared) by the first error report: the program's heap may be corrupted

@@ -85,13 +85,20 @@ static __attribute__((noinline)) void *recorded_memalign(void *(*fn)(size_t, siz
 /* The slow paths: first call, the shim's own calls, the debug paths and record_allocs. Kept
  * out of line so that the exported functions need no stack frame on the pass-through path. */
 
-/* The short path (hs_md.lean) first: the mode is final once it is HS_MD_DEBUG. */
-#define LEAN_NOW() (hs_md.lean && HS_MODE() == HS_MD_DEBUG && !hs_md_in_shim)
+/* The debug paths first: the mode is final once it is HS_MD_DEBUG (read with acquire, so
+ * that hs_md's fields set before it are seen), and then only the shim's own calls
+ * (hs_md_in_shim) need slow_mode. */
+#define DEBUG_NOW() HS_LIKELY(hs_md_mode_now() == HS_MD_DEBUG && !hs_md_in_shim)
 
 static __attribute__((noinline)) void *malloc_slow(size_t size)
 {
-    if (LEAN_NOW())
-        return hs_md_lean_malloc(size);
+    if (DEBUG_NOW()) {
+        if (hs_md.lean)
+            return hs_md_lean_malloc(size);
+        if (RECORDING())
+            return recorded_malloc(size);
+        return hs_md_debug_malloc(size);
+    }
     int mode = slow_mode();
     if (mode == HS_MD_SAMPLING)
         return hs_md_sampled_malloc(size);
@@ -106,8 +113,13 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
 
 static __attribute__((noinline)) void free_slow(void *ptr)
 {
-    if (LEAN_NOW()) {
-        hs_md_lean_free(ptr);
+    if (DEBUG_NOW()) {
+        if (hs_md.lean)
+            hs_md_lean_free(ptr);
+        else if (RECORDING())
+            recorded_free(ptr);
+        else
+            hs_md_debug_free(ptr);
         return;
     }
     int mode = slow_mode();
@@ -125,6 +137,8 @@ static __attribute__((noinline)) void free_slow(void *ptr)
 
 static __attribute__((noinline)) void *calloc_slow(size_t nmemb, size_t size)
 {
+    if (DEBUG_NOW() && !RECORDING())
+        return hs_md_debug_calloc(nmemb, size);
     int mode = slow_mode();
     if (mode == HS_MD_SAMPLING)
         return hs_md_sampled_calloc(nmemb, size);
@@ -141,6 +155,8 @@ static __attribute__((noinline)) void *calloc_slow(size_t nmemb, size_t size)
 
 static __attribute__((noinline)) void *realloc_slow(void *ptr, size_t size)
 {
+    if (DEBUG_NOW() && !RECORDING())
+        return hs_md_debug_realloc(ptr, size);
     int mode = slow_mode();
     if (mode == HS_MD_SAMPLING)
         return hs_md_sampled_realloc(ptr, size);

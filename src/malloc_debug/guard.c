@@ -38,7 +38,7 @@ static void report_corrupted(const struct hs_md_header *h, const struct hs_md_bt
     hs_md_bt_release(info.bt);
 }
 
-bool hs_md_guards_check(const struct hs_md_header *h, const struct hs_md_bt *alloc_bt)
+bool hs_md_guards_report(const struct hs_md_header *h, const struct hs_md_bt *alloc_bt)
 {
     const struct hs_md_config *cfg = &hs_md.cfg;
     const uint8_t *user = hs_md_user_of(h);

@@ -29,7 +29,8 @@ void hs_md_guarded_init(const struct hs_md_config *cfg)
         if (!hs_md.sample_guard)
             hs_log("%s: sample_guard: the pool could not be reserved; sample_guard is off", prog);
     }
-    if ((hs_md.page_guard || hs_md.sample_guard) && !hs_md_guard_fault_init())
+    hs_md.guarded = hs_md.page_guard || hs_md.sample_guard;
+    if (hs_md.guarded && !hs_md_guard_fault_init())
         hs_log("%s: %s: the SIGSEGV handler could not be installed; faults in guarded memory "
                "are not explained",
                prog, hs_md.page_guard ? "page_guard" : "sample_guard");
@@ -81,12 +82,10 @@ static bool freed_state(int state)
     return state == HS_MD_GB_FREED || state == HS_MD_GB_RETIRED;
 }
 
-int hs_md_guarded_check(void *ptr, const char *function, bool claim, struct hs_md_gblock **out)
+int hs_md_guarded_check_owned(void *ptr, const char *function, bool claim,
+                              struct hs_md_gblock **out)
 {
     uintptr_t p = (uintptr_t)ptr;
-    *out = NULL;
-    if (!hs_md_guarded_owns(p))
-        return HS_MD_GUARDED_NOT_OURS;
     struct hs_md_gblock *g = record_of(p);
     int state = g ? __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) : HS_MD_GB_EMPTY;
     if (state == HS_MD_GB_LIVE && hs_md_gb_user(g) == p) {
@@ -132,7 +131,7 @@ void hs_md_backing_free(void *orig, struct hs_md_bt *free_bt)
         __libc_free(orig);
 }
 
-size_t hs_md_backing_usable_size(void *orig)
+size_t hs_md_backing_usable_size_owned(void *orig)
 {
     struct hs_md_gblock *g = record_of((uintptr_t)orig);
     return g ? g->block_size : hs_md_libc_usable_size(orig);

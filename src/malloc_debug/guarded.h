@@ -14,6 +14,7 @@
 #include "capture.h"
 #include "debug_state.h"
 #include "guarded_block.h"
+#include "libc_malloc.h"
 #include "page_guard.h"
 #include "report.h"
 #include "sample_guard.h"
@@ -31,10 +32,12 @@ static inline size_t hs_md_guard_frames(void)
                                                   : HS_MD_GUARD_DEFAULT_FRAMES;
 }
 
-/* True when a is in guarded memory (two range checks; false when both options are off). */
-static inline bool hs_md_guarded_owns(uintptr_t a)
+/* True when a is in guarded memory: one predicted test when both options are off, else
+ * two range checks. */
+static inline __attribute__((always_inline)) bool hs_md_guarded_owns(uintptr_t a)
 {
-    return hs_md_page_guard_owns(a) || hs_md_sample_guard_owns(a);
+    return __builtin_expect(hs_md.guarded, 0) &&
+           (hs_md_page_guard_owns(a) || hs_md_sample_guard_owns(a));
 }
 
 /* Sets guarded memory up for the options in cfg: the pools and the fault handler. Logs and
@@ -63,7 +66,18 @@ enum hs_md_guarded_verdict {
  * live block is marked as being freed (so a second free racing this one is seen); *out gets
  * its record. Reports a freed block (DOUBLE FREE, USED AFTER FREE), an interior pointer
  * (INVALID FREE, INVALID POINTER) or a pointer with no block (UNKNOWN POINTER). */
-int hs_md_guarded_check(void *ptr, const char *function, bool claim, struct hs_md_gblock **out);
+/* The part of hs_md_guarded_check for a pointer in guarded memory (*out already NULL). */
+int hs_md_guarded_check_owned(void *ptr, const char *function, bool claim,
+                              struct hs_md_gblock **out);
+
+static inline __attribute__((always_inline)) int
+hs_md_guarded_check(void *ptr, const char *function, bool claim, struct hs_md_gblock **out)
+{
+    *out = NULL;
+    if (!hs_md_guarded_owns((uintptr_t)ptr))
+        return HS_MD_GUARDED_NOT_OURS; /* inline: every free of a glibc block asks */
+    return hs_md_guarded_check_owned(ptr, function, claim, out);
+}
 
 /* Undoes a claim when the free does not happen after all (another check failed). */
 void hs_md_guarded_unclaim(struct hs_md_gblock *g);
@@ -76,7 +90,14 @@ void hs_md_guarded_release(struct hs_md_gblock *g, struct hs_md_bt *free_bt);
 void hs_md_backing_free(void *orig, struct hs_md_bt *free_bt);
 
 /* Usable size of a backing block, guarded or glibc's. */
-size_t hs_md_backing_usable_size(void *orig);
+size_t hs_md_backing_usable_size_owned(void *orig); /* orig in guarded memory */
+
+static inline __attribute__((always_inline)) size_t hs_md_backing_usable_size(void *orig)
+{
+    if (!hs_md_guarded_owns((uintptr_t)orig))
+        return hs_md_libc_usable_size(orig);
+    return hs_md_backing_usable_size_owned(orig);
+}
 
 /* True when a is on the pages of a live guarded block: pages the shim keeps readable and
  * writable, so a fault there comes from a protection the program set itself (or a detector

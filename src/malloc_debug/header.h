@@ -13,6 +13,7 @@
 #ifndef HEAPSCOPE_MALLOC_DEBUG_HEADER_H
 #define HEAPSCOPE_MALLOC_DEBUG_HEADER_H
 
+#include "byte_check.h"
 #include "debug_state.h"
 
 #include <stddef.h>
@@ -50,8 +51,30 @@ static inline size_t hs_md_user_offset(void)
 }
 
 /* Fills in the header at h for a block of `size` user bytes whose glibc block is `orig`
- * (of usable size `orig_usable`), writes both guards, and returns the user pointer. */
-void *hs_md_header_init(struct hs_md_header *h, void *orig, size_t orig_usable, size_t size);
+ * (of usable size `orig_usable`), writes both guards, and returns the user pointer. Inline:
+ * every allocation with a guard runs it. */
+static inline __attribute__((always_inline)) void *
+hs_md_header_init(struct hs_md_header *h, void *orig, size_t orig_usable, size_t size)
+{
+    const struct hs_md_config *cfg = &hs_md.cfg;
+    uint8_t *user = hs_md_user_of(h);
+
+    h->tag = HS_MD_TAG_LIVE;
+    h->orig_pointer = orig;
+    h->size = size;
+    if (cfg->options & HS_OPT_REAR_GUARD) {
+        h->usable_size = size;
+    } else {
+        /* Everything glibc gave us past the user pointer, minus the expand_alloc slack
+         * which the program may use too (that is what expand_alloc is for). */
+        h->usable_size = orig_usable - (size_t)(user - (uint8_t *)orig);
+    }
+    if (cfg->options & HS_OPT_FRONT_GUARD)
+        hs_md_fill(user - cfg->front_guard_bytes, cfg->front_guard_bytes, cfg->front_guard_value);
+    if (cfg->options & HS_OPT_REAR_GUARD)
+        hs_md_fill(user + size, cfg->rear_guard_bytes, cfg->rear_guard_value);
+    return user;
+}
 
 /* Writes the rear guard after the current h->size bytes (after a shrinking realloc). */
 void hs_md_rear_guard_write(struct hs_md_header *h);

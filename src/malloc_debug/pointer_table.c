@@ -162,7 +162,8 @@ bool hs_md_ptr_add(const void *ptr, const struct hs_md_ptr_info *info)
     if (s->count > s->peak)
         s->peak = s->count;
     hs_spin_unlock(&s->lock);
-    hs_md_bt_release(old);
+    if (__builtin_expect(old != NULL, 0)) /* a live pointer handed out twice (see above) */
+        hs_md_bt_release(old);
     return true;
 }
 
