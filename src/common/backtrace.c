@@ -80,11 +80,8 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
      * fork could not wait captures nothing. */
     if (cfi && __atomic_load_n(&hs_capture_gate.state, __ATOMIC_RELAXED) == HS_CAPTURE_GATE_OPEN) {
         size_t got = hs_cfi_capture(frames, max_frames, skip + 1, false);
-        if (got != HS_CFI_FALLBACK) {
-            for (size_t i = 0; i < got; i++)
-                frames[i] = hs_call_site(frames[i], false);
-            return got;
-        }
+        if (got != HS_CFI_FALLBACK)
+            return got; /* call sites already */
     }
     int saved_errno = errno;
     /* No fork may copy the unwinder's locks while this capture can hold one. */
@@ -99,11 +96,7 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         size_t got = cfi ? hs_cfi_capture(frames, max_frames, skip + 1, true) : HS_CFI_FALLBACK;
         if (got != HS_CFI_FALLBACK) {
-            /* No signal trampoline on the way (the walker hands those over): all return
-             * addresses. */
-            for (size_t i = 0; i < got; i++)
-                frames[i] = hs_call_site(frames[i], false);
-            n = got;
+            n = got; /* call sites already (no signal trampoline on the way) */
         } else {
             size_t want = max_frames + skip + 1;
             void *tmp[want];

@@ -595,16 +595,16 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
     /* This function's own state, as unw_getcontext would take it. */
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
                      : "=r"(pc), "=r"(sp), "=r"(bp));
-    size_t n = 0;
+    uintptr_t *out = frames, *const end = frames + max;
+    size_t to_skip = skip;
     /* Frame 0 is this function at pc itself; the others are return addresses, whose rule is
-     * the call instruction's (pc - 1: a call can be the last instruction of a function). */
+     * the call instruction's (pc - 1: a call can be the last instruction of a function), and
+     * whose call site (ra - 1) is what is stored. */
     uintptr_t lookup = pc;
     for (size_t depth = 0; depth < MAX_DEPTH; depth++) {
         uint32_t rule = rule_of(lookup, may_miss);
-        if (rule == RULE_FALLBACK)
-            return HS_CFI_FALLBACK;
-        if (rule == RULE_LAST)
-            return n;
+        if (rule <= RULE_LAST) /* RULE_FALLBACK or RULE_LAST */
+            return rule == RULE_LAST ? (size_t)(out - frames) : HS_CFI_FALLBACK;
         uintptr_t cfa = ((rule & 1) ? bp : sp) + (uintptr_t)((rule >> 1) & 1023) * 8;
         if (cfa - sp - 1 >= ((uintptr_t)1 << 24))
             return HS_CFI_FALLBACK; /* the stack must grow up, in sane steps */
@@ -614,17 +614,19 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
             bp = *(const uintptr_t *)(cfa - 8 * (uintptr_t)k);
         sp = cfa;
         if (ra == 0)
-            return n;
+            break;
+        lookup = ra - 1;
         /* A return address into a signal trampoline makes the next lookup (ra - 1) fall back
          * (miss() caches that), before any further frame is stored. */
-        if (depth >= skip) {
-            if (n == max)
-                return n;
-            frames[n++] = ra;
+        if (to_skip) {
+            to_skip--;
+        } else {
+            if (out == end)
+                break;
+            *out++ = lookup;
         }
-        lookup = ra - 1;
     }
-    return n;
+    return (size_t)(out - frames);
 }
 
 #else /* not x86_64: libunwind walks every stack */

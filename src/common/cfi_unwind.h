@@ -37,9 +37,11 @@
 /* Returned by hs_cfi_capture when the walk needs libunwind. */
 #define HS_CFI_FALLBACK ((size_t)-1)
 
-/* Stores up to max return addresses of the calling thread into frames, the way
- * unw_backtrace would from the caller: frames[0] is the return address into the function
- * that called hs_cfi_capture, after dropping `skip` more frames. Returns the number stored,
+/* Stores up to max call sites of the calling thread into frames: the return addresses
+ * unw_backtrace would give from the caller, each minus 1 (hs_call_site: no frame of such a
+ * walk follows a signal trampoline), stored as the walk goes so that no second pass converts
+ * them. frames[0] is the call site in the function that called hs_cfi_capture, after
+ * dropping `skip` more frames. Returns the number stored,
  * or HS_CFI_FALLBACK (frames then hold nothing useful).
  * may_miss false: the walk uses the cache, and the CFI of the object this code is linked
  * into (which cannot be unloaded under it); any other pc whose rule is not cached yet

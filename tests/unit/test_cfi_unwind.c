@@ -75,7 +75,7 @@ static TEST_NOINLINE void capture_all(struct result *r, size_t max, size_t skip)
 }
 
 /* The frames agree; walked: the walker (hs_cfi_capture) did the walk itself, with the same
- * frames (return addresses, one past the call sites). */
+ * frames (call sites, as it stores them). */
 static void check_same(const char *what, const struct result *r, bool walked)
 {
     check_context(what);
@@ -92,7 +92,7 @@ static void check_same(const char *what, const struct result *r, bool walked)
         CHECK_EQ(r->walk_n, r->unw_n);
         size_t bad = n;
         for (size_t i = 0; i < n && i < r->walk_n && bad == n; i++)
-            if (r->walk[i] - 1 != r->unw[i])
+            if (r->walk[i] != r->unw[i])
                 bad = i;
         CHECK_EQ(bad, n);
         /* Every rule is cached now: the cache-only walk gives the same frames. */
