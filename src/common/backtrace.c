@@ -67,9 +67,12 @@ static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t m
  * (and of hs_cfi_capture) is the return address into that function, dropped along with
  * `skip` more (capture_slow has one more frame of its own to drop). Neither call may become a
  * tail call: work (the copy, the errno restore) follows both. cfi: try the walker with cached
- * CFA rules first (cfi_unwind.h), whose frames are libunwind's or who hands over. */
+ * CFA rules first (cfi_unwind.h), whose frames are libunwind's or who hands over; ctx: the
+ * walker starts there (hs_backtrace_capture_from), where libunwind's frames after `skip`
+ * start as well. */
 static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, size_t max_frames,
-                                                           size_t skip, bool cfi)
+                                                           size_t skip, bool cfi,
+                                                           const struct hs_cfi_context *ctx)
 {
     if (max_frames == 0)
         return 0;
@@ -79,7 +82,8 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
      * lock a fork could copy (cfi_unwind.h). The gate's state is still obeyed: a child whose
      * fork could not wait captures nothing. */
     if (cfi && __atomic_load_n(&hs_capture_gate.state, __ATOMIC_RELAXED) == HS_CAPTURE_GATE_OPEN) {
-        size_t got = hs_cfi_capture(frames, max_frames, skip + 1, false);
+        size_t got = ctx ? hs_cfi_capture_from(ctx, frames, max_frames, 0, false)
+                         : hs_cfi_capture(frames, max_frames, skip + 1, false);
         if (got != HS_CFI_FALLBACK)
             return got; /* call sites already */
     }
@@ -94,7 +98,9 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
     if (!t_in_fast_capture && skip <= HS_BACKTRACE_MAX_SKIP) {
         t_in_fast_capture = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        size_t got = cfi ? hs_cfi_capture(frames, max_frames, skip + 1, true) : HS_CFI_FALLBACK;
+        size_t got = !cfi  ? HS_CFI_FALLBACK
+                     : ctx ? hs_cfi_capture_from(ctx, frames, max_frames, 0, true)
+                           : hs_cfi_capture(frames, max_frames, skip + 1, true);
         if (got != HS_CFI_FALLBACK) {
             n = got; /* call sites already (no signal trampoline on the way) */
         } else {
@@ -118,13 +124,20 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
 __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames,
                                                       size_t skip)
 {
-    return capture(frames, max_frames, skip, true);
+    return capture(frames, max_frames, skip, true, NULL);
+}
+
+__attribute__((noinline)) size_t hs_backtrace_capture_from(const struct hs_cfi_context *ctx,
+                                                           uintptr_t *frames, size_t max_frames)
+{
+    /* libunwind starts here: its frame 0 is the call site in ctx's function (skip 1). */
+    return capture(frames, max_frames, 1, true, ctx);
 }
 
 __attribute__((noinline)) size_t hs_backtrace_capture_unwinder(uintptr_t *frames,
                                                                size_t max_frames, size_t skip)
 {
-    return capture(frames, max_frames, skip, false);
+    return capture(frames, max_frames, skip, false, NULL);
 }
 
 /* State while printing: the mapping of the previous frame and a few ELF files kept open. A

@@ -7,6 +7,7 @@
 #define HEAPSCOPE_MALLOC_DEBUG_CAPTURE_H
 
 #include "backtrace.h"
+#include "cfi_unwind.h"
 #include "debug_state.h"
 
 #include <stddef.h>
@@ -26,7 +27,11 @@ static inline __attribute__((always_inline)) size_t hs_md_capture(uintptr_t *fra
     size_t want = max + HS_MD_SHIM_FRAMES_MAX;
     if (want > HS_BACKTRACE_MAX_FRAMES)
         want = HS_BACKTRACE_MAX_FRAMES;
-    size_t n = hs_backtrace_capture(tmp, want, 0);
+    /* The walk starts in the function this is inlined into: the shim frames above it
+     * (hs_backtrace_capture's, the walker's) are not walked at all. */
+    struct hs_cfi_context here;
+    HS_CFI_GET_CONTEXT(&here);
+    size_t n = hs_backtrace_capture_from(&here, tmp, want);
     size_t skip = 0;
     while (skip < n && tmp[skip] >= hs_md.self_start && tmp[skip] < hs_md.self_end)
         skip++;

@@ -6,7 +6,8 @@
  * Each case also checks that the walker itself walked (or, for the signal, refused), so that
  * the comparison cannot pass by the fast path never running, and that its cache-only mode
  * (what hs_backtrace_capture tries first, without the capture gate) walks as well once the
- * rules are cached.
+ * rules are cached. The same, starting from a context taken in a function
+ * (hs_cfi_capture_from, hs_backtrace_capture_from), at several depths and two call paths.
  */
 #define _GNU_SOURCE
 #include "backtrace.h"
@@ -107,6 +108,68 @@ static void check_same(const char *what, const struct result *r, bool walked)
 
 static struct result g_r;
 
+/* Starting from a context (hs_cfi_capture_from, hs_backtrace_capture_from): the frames after
+ * the function that took it, which are libunwind's from there minus its first. */
+static struct result g_from;
+
+static TEST_NOINLINE void capture_from_here(size_t max)
+{
+    struct hs_cfi_context here;
+    HS_CFI_GET_CONTEXT(&here);
+    g_from.fast_n = hs_backtrace_capture_from(&here, g_from.fast, max);
+    g_from.walk_n = hs_cfi_capture_from(&here, g_from.walk, max, 0, true);
+    g_from.cached_n = hs_cfi_capture_from(&here, g_from.cached, max, 0, false);
+    /* frames[0] here is the call site in this function: the others start after it. */
+    g_from.unw_n = hs_backtrace_capture_unwinder(g_from.unw, max + 1, 0);
+    BARRIER();
+}
+
+/* g_from agrees with libunwind; walked: the walker did it (else it must have refused). */
+static void check_from(const char *what, bool walked)
+{
+    check_context(what);
+    const struct result *r = &g_from;
+    CHECK(r->unw_n > 1);
+    size_t want = r->unw_n - 1;
+    CHECK_EQ(r->fast_n, want);
+    size_t bad = want;
+    for (size_t i = 0; i < want && i < r->fast_n && bad == want; i++)
+        if (r->fast[i] != r->unw[i + 1])
+            bad = i;
+    CHECK_EQ(bad, want);
+    if (walked) {
+        CHECK_EQ(r->walk_n, want);
+        CHECK_EQ(r->cached_n, want);
+        bad = want;
+        for (size_t i = 0; i < want && i < r->walk_n && i < r->cached_n && bad == want; i++)
+            if (r->walk[i] != r->unw[i + 1] || r->cached[i] != r->unw[i + 1])
+                bad = i;
+        CHECK_EQ(bad, want);
+    } else {
+        CHECK_EQ(r->walk_n, HS_CFI_FALLBACK);
+    }
+    check_context(NULL);
+}
+
+/* Two call paths to the same depth, so that stacks differ only below the top. */
+static TEST_NOINLINE int recurse_from(int depth, size_t max)
+{
+    if (depth == 0) {
+        capture_from_here(max);
+        return 1;
+    }
+    int v = recurse_from(depth - 1, max);
+    BARRIER();
+    return v + 1;
+}
+
+static TEST_NOINLINE int other_path_from(int depth, size_t max)
+{
+    int v = recurse_from(depth, max);
+    BARRIER();
+    return v + 2;
+}
+
 static TEST_NOINLINE int recurse(int depth, size_t max, size_t skip)
 {
     if (depth == 0) {
@@ -141,6 +204,25 @@ static void test_deep_recursion(void)
     recurse(40, 8, 3);
     check_same("recursion 40, skip 3", &g_r, true);
     CHECK_EQ(g_r.unw_n, 8);
+}
+
+static void test_from_context(void)
+{
+    static const int depths[] = {0, 1, 5, 31, 127, 200};
+    for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
+        hs_cfi_cache_clear(); /* cold, then warm */
+        recurse_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_from("from a context, cold cache", true);
+        recurse_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_from("from a context", true);
+        other_path_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_from("from a context, another path", true);
+        CHECK(g_from.unw_n > (size_t)depths[i] + 1);
+        /* Cut short. */
+        recurse_from(depths[i], 4);
+        check_from("from a context, 4 frames", true);
+        CHECK_EQ(g_from.fast_n, 4);
+    }
 }
 
 /* Frames addressed from rsp, as in code built without frame pointers (gcc: this function
@@ -187,8 +269,10 @@ static int g_compared;
 
 static int compare_ints(const void *a, const void *b)
 {
-    if (g_compared++ == 0)
+    if (g_compared++ == 0) {
         capture_all(&g_r, HS_BACKTRACE_MAX_FRAMES, 0);
+        capture_from_here(HS_BACKTRACE_MAX_FRAMES - 1);
+    }
     int x = *(const int *)a, y = *(const int *)b;
     return (x > y) - (x < y);
 }
@@ -202,12 +286,14 @@ static void test_through_libc(void)
     g_compared = 0;
     qsort(v, 64, sizeof(v[0]), compare_ints);
     check_same("qsort comparator", &g_r, true);
+    check_from("qsort comparator, from a context", true);
 }
 
 static void *thread_main(void *arg)
 {
     (void)arg;
     recurse(10, HS_BACKTRACE_MAX_FRAMES, 0);
+    recurse_from(10, HS_BACKTRACE_MAX_FRAMES - 1);
     return NULL;
 }
 
@@ -218,12 +304,14 @@ static void test_thread(void)
     CHECK_EQ(pthread_create(&t, NULL, thread_main, NULL), 0);
     pthread_join(t, NULL);
     check_same("thread", &g_r, true);
+    check_from("thread, from a context", true);
 }
 
 static void on_signal(int sig)
 {
     (void)sig;
     capture_all(&g_r, HS_BACKTRACE_MAX_FRAMES, 0);
+    capture_from_here(HS_BACKTRACE_MAX_FRAMES - 1);
 }
 
 /* Under a signal handler the stack goes through glibc's trampoline: libunwind's job. */
@@ -236,11 +324,13 @@ static void test_signal_frame(void)
     CHECK_EQ(sigaction(SIGUSR1, &sa, NULL), 0);
     raise(SIGUSR1);
     check_same("signal handler", &g_r, false);
+    check_from("signal handler, from a context", false);
 }
 
 int main(void)
 {
     test_deep_recursion();
+    test_from_context();
     test_through_libc();
     test_big_frames();
     test_thread();
