@@ -592,7 +592,8 @@ static inline __attribute__((always_inline)) uint32_t rule_of(uintptr_t pc, bool
  * site (ra - 1) is what is stored. */
 static inline __attribute__((always_inline)) size_t walk(uintptr_t pc, uintptr_t sp, uintptr_t bp,
                                                          uintptr_t *frames, size_t max,
-                                                         size_t skip, bool may_miss)
+                                                         size_t skip, uintptr_t drop_start,
+                                                         uintptr_t drop_end, bool may_miss)
 {
     uintptr_t *out = frames, *const end = frames + max;
     size_t to_skip = skip;
@@ -616,6 +617,8 @@ static inline __attribute__((always_inline)) size_t walk(uintptr_t pc, uintptr_t
          * (miss() caches that), before any further frame is stored. */
         if (to_skip) {
             to_skip--;
+        } else if (out == frames && lookup - drop_start < drop_end - drop_start) {
+            /* a leading frame in the drop range: not stored */
         } else {
             if (out == end)
                 break;
@@ -633,23 +636,25 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
     struct hs_cfi_context self;
     /* This function's own state, as unw_getcontext would take it. */
     HS_CFI_GET_CONTEXT(&self);
-    return walk(self.pc, self.sp, self.bp, frames, max, skip, may_miss);
+    return walk(self.pc, self.sp, self.bp, frames, max, skip, 0, 0, may_miss);
 }
 
 size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, size_t max,
-                           size_t skip, bool may_miss)
+                           size_t skip, uintptr_t drop_start, uintptr_t drop_end, bool may_miss)
 {
     if (ctx->pc == 0)
         return HS_CFI_FALLBACK;
-    return walk(ctx->pc, ctx->sp, ctx->bp, frames, max, skip, may_miss);
+    return walk(ctx->pc, ctx->sp, ctx->bp, frames, max, skip, drop_start, drop_end, may_miss);
 }
 
 #else /* not x86_64: libunwind walks every stack */
 
 size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, size_t max,
-                           size_t skip, bool may_miss)
+                           size_t skip, uintptr_t drop_start, uintptr_t drop_end, bool may_miss)
 {
     (void)ctx;
+    (void)drop_start;
+    (void)drop_end;
     (void)frames;
     (void)max;
     (void)skip;

@@ -69,9 +69,11 @@ size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip, bool may_miss)
 
 /* The same walk from ctx, taken by HS_CFI_GET_CONTEXT in a function whose frame is still on
  * the stack (the caller's, or one of its callers'): frames[0] is the call site in the
- * function that called the one that took ctx, after dropping `skip` more frames. */
+ * function that called the one that took ctx, after dropping `skip` more frames and then
+ * every leading call site in [drop_start, drop_end) (a caller's own code, dropped as the walk
+ * goes instead of copied out afterwards; those frames do not count in max). */
 size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, size_t max,
-                           size_t skip, bool may_miss);
+                           size_t skip, uintptr_t drop_start, uintptr_t drop_end, bool may_miss);
 
 /* Empties the rule cache (tests). */
 void hs_cfi_cache_clear(void);

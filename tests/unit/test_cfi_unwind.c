@@ -110,18 +110,65 @@ static struct result g_r;
 
 /* Starting from a context (hs_cfi_capture_from, hs_backtrace_capture_from): the frames after
  * the function that took it, which are libunwind's from there minus its first. */
-static struct result g_from;
+static struct result g_from, g_drop;
+static uintptr_t g_drop_start, g_drop_end;
+static size_t g_drop_max = 1;
 
 static TEST_NOINLINE void capture_from_here(size_t max)
 {
     struct hs_cfi_context here;
     HS_CFI_GET_CONTEXT(&here);
-    g_from.fast_n = hs_backtrace_capture_from(&here, g_from.fast, max);
-    g_from.walk_n = hs_cfi_capture_from(&here, g_from.walk, max, 0, true);
-    g_from.cached_n = hs_cfi_capture_from(&here, g_from.cached, max, 0, false);
+    g_from.fast_n = hs_backtrace_capture_from(&here, 0, 0, g_from.fast, max);
+    g_from.walk_n = hs_cfi_capture_from(&here, g_from.walk, max, 0, 0, 0, true);
+    g_from.cached_n = hs_cfi_capture_from(&here, g_from.cached, max, 0, 0, 0, false);
     /* frames[0] here is the call site in this function: the others start after it. */
     g_from.unw_n = hs_backtrace_capture_unwinder(g_from.unw, max + 1, 0);
+    /* With a drop range over the first frames (set by the test). */
+    g_drop.fast_n =
+        hs_backtrace_capture_from(&here, g_drop_start, g_drop_end, g_drop.fast, g_drop_max);
+    g_drop.walk_n = hs_cfi_capture_from(&here, g_drop.walk, g_drop_max, 0, g_drop_start,
+                                        g_drop_end, true);
     BARRIER();
+}
+
+/* g_drop against libunwind's frames (g_from.unw after its first): leading frames in the
+ * range gone, later ones kept, g_drop_max of the rest. */
+static void check_drop(const char *what, bool walked)
+{
+    check_context(what);
+    uintptr_t want[HS_BACKTRACE_MAX_FRAMES];
+    size_t n = 0, dropped = 0;
+    for (size_t i = 1; i < g_from.unw_n && n < g_drop_max; i++) {
+        uintptr_t f = g_from.unw[i];
+        if (n == 0 && f >= g_drop_start && f < g_drop_end)
+            dropped++;
+        else
+            want[n++] = f;
+    }
+    CHECK(dropped > 0);
+    CHECK_EQ(g_drop.fast_n, n);
+    CHECK(g_drop.fast_n != n || memcmp(g_drop.fast, want, n * sizeof(uintptr_t)) == 0);
+    if (walked) {
+        CHECK_EQ(g_drop.walk_n, n);
+        CHECK(g_drop.walk_n != n || memcmp(g_drop.walk, want, n * sizeof(uintptr_t)) == 0);
+    } else {
+        CHECK_EQ(g_drop.walk_n, HS_CFI_FALLBACK);
+    }
+    check_context(NULL);
+}
+
+/* A drop range over libunwind's first k frames after the capturing function (from the last
+ * g_from), which may hold later frames too. */
+static void set_drop(size_t k, size_t max)
+{
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (size_t i = 1; i <= k && i < g_from.unw_n; i++) {
+        lo = g_from.unw[i] < lo ? g_from.unw[i] : lo;
+        hi = g_from.unw[i] >= hi ? g_from.unw[i] + 1 : hi;
+    }
+    g_drop_start = lo;
+    g_drop_end = hi;
+    g_drop_max = max;
 }
 
 /* g_from agrees with libunwind; walked: the walker did it (else it must have refused). */
@@ -218,6 +265,14 @@ static void test_from_context(void)
         other_path_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
         check_from("from a context, another path", true);
         CHECK(g_from.unw_n > (size_t)depths[i] + 1);
+        /* Leading frames dropped by range (here, the recursion's), in full or cut short. */
+        set_drop(depths[i] + 1, HS_BACKTRACE_MAX_FRAMES);
+        recurse_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_drop("from a context, drop range", true);
+        CHECK(g_drop.fast_n + (size_t)depths[i] < g_from.unw_n);
+        set_drop(depths[i] + 1, 3);
+        recurse_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_drop("from a context, drop range, 3 frames", true);
         /* Cut short. */
         recurse_from(depths[i], 4);
         check_from("from a context, 4 frames", true);
@@ -325,6 +380,14 @@ static void test_signal_frame(void)
     raise(SIGUSR1);
     check_same("signal handler", &g_r, false);
     check_from("signal handler, from a context", false);
+    /* libunwind's path drops the same frames: here the first one past the handler's. */
+    set_drop(1, HS_BACKTRACE_MAX_FRAMES);
+    raise(SIGUSR1);
+    check_drop("signal handler, drop range", false);
+    CHECK(g_drop.fast_n + 1 == g_from.unw_n - 1);
+    set_drop(1, 2);
+    raise(SIGUSR1);
+    check_drop("signal handler, drop range, 2 frames", false);
 }
 
 int main(void)
