@@ -24,6 +24,9 @@
 
 /* Skips up to this many frames through the fast path; more use the slow path. */
 #define HS_BACKTRACE_MAX_SKIP 64
+/* Leading frames in a drop range (hs_backtrace_capture_from) that libunwind's fast path
+ * unwinds beyond max_frames to make up for them; past this, fewer frames are returned. */
+#define HS_BACKTRACE_DROP_SLACK 8
 /* Bound on unw_step iterations of the slow path (corrupt stacks can loop). */
 #define HS_BACKTRACE_MAX_STEPS 4096
 
@@ -40,7 +43,8 @@ static __thread int t_in_fast_capture __attribute__((tls_model("initial-exec")))
  * function). Kept out of hs_backtrace_capture so that the fast path's stack frame does not
  * carry the ~2 KiB context and cursor. */
 static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t max_frames,
-                                                     size_t drop)
+                                                     size_t drop, uintptr_t drop_start,
+                                                     uintptr_t drop_end)
 {
     unw_context_t uc;
     unw_cursor_t cursor;
@@ -54,9 +58,12 @@ static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t m
         if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0)
             break;
         if (depth++ >= drop) {
-            frames[n++] = hs_call_site((uintptr_t)ip, hs_is_signal_trampoline(prev_ip));
-            if (n == max_frames)
-                break;
+            uintptr_t site = hs_call_site((uintptr_t)ip, hs_is_signal_trampoline(prev_ip));
+            if (n > 0 || site - drop_start >= drop_end - drop_start) {
+                frames[n++] = site;
+                if (n == max_frames)
+                    break;
+            }
         }
         prev_ip = ip;
     } while (depth < HS_BACKTRACE_MAX_STEPS && unw_step(&cursor) > 0);
@@ -67,9 +74,13 @@ static __attribute__((noinline)) size_t capture_slow(uintptr_t *frames, size_t m
  * (and of hs_cfi_capture) is the return address into that function, dropped along with
  * `skip` more (capture_slow has one more frame of its own to drop). Neither call may become a
  * tail call: work (the copy, the errno restore) follows both. cfi: try the walker with cached
- * CFA rules first (cfi_unwind.h), whose frames are libunwind's or who hands over. */
+ * CFA rules first (cfi_unwind.h), whose frames are libunwind's or who hands over; ctx: the
+ * walker starts there (hs_backtrace_capture_from), where libunwind's frames after `skip`
+ * start as well. */
 static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, size_t max_frames,
-                                                           size_t skip, bool cfi)
+                                                           size_t skip, bool cfi,
+                                                           const struct hs_cfi_context *ctx,
+                                                           uintptr_t drop_start, uintptr_t drop_end)
 {
     if (max_frames == 0)
         return 0;
@@ -79,12 +90,11 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
      * lock a fork could copy (cfi_unwind.h). The gate's state is still obeyed: a child whose
      * fork could not wait captures nothing. */
     if (cfi && __atomic_load_n(&hs_capture_gate.state, __ATOMIC_RELAXED) == HS_CAPTURE_GATE_OPEN) {
-        size_t got = hs_cfi_capture(frames, max_frames, skip + 1, false);
-        if (got != HS_CFI_FALLBACK) {
-            for (size_t i = 0; i < got; i++)
-                frames[i] = hs_call_site(frames[i], false);
-            return got;
-        }
+        size_t got = ctx ? hs_cfi_capture_from(ctx, frames, max_frames, 0, drop_start, drop_end,
+                                                   false)
+                         : hs_cfi_capture(frames, max_frames, skip + 1, false);
+        if (got != HS_CFI_FALLBACK)
+            return got; /* call sites already */
     }
     int saved_errno = errno;
     /* No fork may copy the unwinder's locks while this capture can hold one. */
@@ -97,25 +107,28 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
     if (!t_in_fast_capture && skip <= HS_BACKTRACE_MAX_SKIP) {
         t_in_fast_capture = 1;
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        size_t got = cfi ? hs_cfi_capture(frames, max_frames, skip + 1, true) : HS_CFI_FALLBACK;
+        size_t got = !cfi  ? HS_CFI_FALLBACK
+                     : ctx ? hs_cfi_capture_from(ctx, frames, max_frames, 0, drop_start,
+                                                   drop_end, true)
+                           : hs_cfi_capture(frames, max_frames, skip + 1, true);
         if (got != HS_CFI_FALLBACK) {
-            /* No signal trampoline on the way (the walker hands those over): all return
-             * addresses. */
-            for (size_t i = 0; i < got; i++)
-                frames[i] = hs_call_site(frames[i], false);
-            n = got;
+            n = got; /* call sites already (no signal trampoline on the way) */
         } else {
-            size_t want = max_frames + skip + 1;
+            size_t slack = drop_end > drop_start ? HS_BACKTRACE_DROP_SLACK : 0;
+            size_t want = max_frames + skip + 1 + slack;
             void *tmp[want];
             int unw = unw_backtrace(tmp, (int)want);
-            for (size_t i = skip + 1; i < (size_t)(unw > 0 ? unw : 0); i++)
-                frames[n++] = hs_call_site((uintptr_t)tmp[i],
-                                           hs_is_signal_trampoline((uintptr_t)tmp[i - 1]));
+            for (size_t i = skip + 1; i < (size_t)(unw > 0 ? unw : 0) && n < max_frames; i++) {
+                uintptr_t site = hs_call_site((uintptr_t)tmp[i],
+                                              hs_is_signal_trampoline((uintptr_t)tmp[i - 1]));
+                if (n > 0 || site - drop_start >= drop_end - drop_start)
+                    frames[n++] = site;
+            }
         }
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         t_in_fast_capture = 0;
     } else {
-        n = capture_slow(frames, max_frames, skip + 2);
+        n = capture_slow(frames, max_frames, skip + 2, drop_start, drop_end);
     }
     hs_capture_gate_leave();
     errno = saved_errno;
@@ -125,13 +138,22 @@ static inline __attribute__((always_inline)) size_t capture(uintptr_t *frames, s
 __attribute__((noinline)) size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames,
                                                       size_t skip)
 {
-    return capture(frames, max_frames, skip, true);
+    return capture(frames, max_frames, skip, true, NULL, 0, 0);
+}
+
+__attribute__((noinline)) size_t hs_backtrace_capture_from(const struct hs_cfi_context *ctx,
+                                                           uintptr_t drop_start,
+                                                           uintptr_t drop_end, uintptr_t *frames,
+                                                           size_t max_frames)
+{
+    /* libunwind starts here: its frame 0 is the call site in ctx's function (skip 1). */
+    return capture(frames, max_frames, 1, true, ctx, drop_start, drop_end);
 }
 
 __attribute__((noinline)) size_t hs_backtrace_capture_unwinder(uintptr_t *frames,
                                                                size_t max_frames, size_t skip)
 {
-    return capture(frames, max_frames, skip, false);
+    return capture(frames, max_frames, skip, false, NULL, 0, 0);
 }
 
 /* State while printing: the mapping of the previous frame and a few ELF files kept open. A

@@ -58,6 +58,18 @@
  * libc up (dl_iterate_phdr). */
 size_t hs_backtrace_capture(uintptr_t *frames, size_t max_frames, size_t skip);
 
+/* The frames from ctx (cfi_unwind.h: HS_CFI_GET_CONTEXT), taken in the function that calls
+ * this one directly: frames[0] is the call site in that function's caller, after dropping
+ * every leading call site in [drop_start, drop_end) (the caller's own code, e.g. the malloc
+ * debug shim's; those do not count in max_frames). The walk starts at the context's frame
+ * instead of walking up to it, and drops as it goes instead of copying out afterwards; if the
+ * walker hands over, libunwind walks from here and drops that function's frame and the same
+ * range (unwinding 8 frames more than max_frames to make up for them), so the frames are the
+ * same either way. */
+struct hs_cfi_context;
+size_t hs_backtrace_capture_from(const struct hs_cfi_context *ctx, uintptr_t drop_start,
+                                 uintptr_t drop_end, uintptr_t *frames, size_t max_frames);
+
 /* The same frames, from libunwind alone: hs_backtrace_capture first walks the stack with
  * cached CFA rules (cfi_unwind.h) and asks libunwind only when that walk hands over. For
  * tests and measurements of the two. */

@@ -586,25 +586,22 @@ static inline __attribute__((always_inline)) uint32_t rule_of(uintptr_t pc, bool
     return miss_in_self(pc);
 }
 
-/* One function for both modes, so that the rule of its own frame (frame 0), cached by a walk
- * that may miss, serves the walks that may not. */
-__attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip,
-                                                bool may_miss)
+/* The walk from (pc, sp, bp), the state at instruction pc of the frame it starts at. Frame 0
+ * is that frame at pc itself; the others are return addresses, whose rule is the call
+ * instruction's (pc - 1: a call can be the last instruction of a function), and whose call
+ * site (ra - 1) is what is stored. */
+static inline __attribute__((always_inline)) size_t walk(uintptr_t pc, uintptr_t sp, uintptr_t bp,
+                                                         uintptr_t *frames, size_t max,
+                                                         size_t skip, uintptr_t drop_start,
+                                                         uintptr_t drop_end, bool may_miss)
 {
-    uintptr_t pc, sp, bp;
-    /* This function's own state, as unw_getcontext would take it. */
-    __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
-                     : "=r"(pc), "=r"(sp), "=r"(bp));
-    size_t n = 0;
-    /* Frame 0 is this function at pc itself; the others are return addresses, whose rule is
-     * the call instruction's (pc - 1: a call can be the last instruction of a function). */
+    uintptr_t *out = frames, *const end = frames + max;
+    size_t to_skip = skip;
     uintptr_t lookup = pc;
     for (size_t depth = 0; depth < MAX_DEPTH; depth++) {
         uint32_t rule = rule_of(lookup, may_miss);
-        if (rule == RULE_FALLBACK)
-            return HS_CFI_FALLBACK;
-        if (rule == RULE_LAST)
-            return n;
+        if (rule <= RULE_LAST) /* RULE_FALLBACK or RULE_LAST */
+            return rule == RULE_LAST ? (size_t)(out - frames) : HS_CFI_FALLBACK;
         uintptr_t cfa = ((rule & 1) ? bp : sp) + (uintptr_t)((rule >> 1) & 1023) * 8;
         if (cfa - sp - 1 >= ((uintptr_t)1 << 24))
             return HS_CFI_FALLBACK; /* the stack must grow up, in sane steps */
@@ -614,20 +611,56 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
             bp = *(const uintptr_t *)(cfa - 8 * (uintptr_t)k);
         sp = cfa;
         if (ra == 0)
-            return n;
+            break;
+        lookup = ra - 1;
         /* A return address into a signal trampoline makes the next lookup (ra - 1) fall back
          * (miss() caches that), before any further frame is stored. */
-        if (depth >= skip) {
-            if (n == max)
-                return n;
-            frames[n++] = ra;
+        if (to_skip) {
+            to_skip--;
+        } else if (out == frames && lookup - drop_start < drop_end - drop_start) {
+            /* a leading frame in the drop range: not stored */
+        } else {
+            if (out == end)
+                break;
+            *out++ = lookup;
         }
-        lookup = ra - 1;
     }
-    return n;
+    return (size_t)(out - frames);
+}
+
+/* One function for both modes, so that the rule of its own frame (frame 0), cached by a walk
+ * that may miss, serves the walks that may not. */
+__attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip,
+                                                bool may_miss)
+{
+    struct hs_cfi_context self;
+    /* This function's own state, as unw_getcontext would take it. */
+    HS_CFI_GET_CONTEXT(&self);
+    return walk(self.pc, self.sp, self.bp, frames, max, skip, 0, 0, may_miss);
+}
+
+size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, size_t max,
+                           size_t skip, uintptr_t drop_start, uintptr_t drop_end, bool may_miss)
+{
+    if (ctx->pc == 0)
+        return HS_CFI_FALLBACK;
+    return walk(ctx->pc, ctx->sp, ctx->bp, frames, max, skip, drop_start, drop_end, may_miss);
 }
 
 #else /* not x86_64: libunwind walks every stack */
+
+size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, size_t max,
+                           size_t skip, uintptr_t drop_start, uintptr_t drop_end, bool may_miss)
+{
+    (void)ctx;
+    (void)drop_start;
+    (void)drop_end;
+    (void)frames;
+    (void)max;
+    (void)skip;
+    (void)may_miss;
+    return HS_CFI_FALLBACK;
+}
 
 size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip, bool may_miss)
 {

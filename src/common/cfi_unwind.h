@@ -37,9 +37,28 @@
 /* Returned by hs_cfi_capture when the walk needs libunwind. */
 #define HS_CFI_FALLBACK ((size_t)-1)
 
-/* Stores up to max return addresses of the calling thread into frames, the way
- * unw_backtrace would from the caller: frames[0] is the return address into the function
- * that called hs_cfi_capture, after dropping `skip` more frames. Returns the number stored,
+/* A thread's registers at one instruction: where a walk can start instead of at
+ * hs_cfi_capture's own frame. */
+struct hs_cfi_context {
+    uintptr_t pc, sp, bp;
+};
+
+/* Takes the context of the function this expands in, at this instruction. Why: a caller
+ * several frames below the frames it wants (the malloc debug shim, whose own frames are
+ * dropped from every stack) starts the walk at its own frame instead of walking up to it. */
+#if defined(__x86_64__)
+#define HS_CFI_GET_CONTEXT(ctx)                                                                   \
+    __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"                      \
+                     : "=r"((ctx)->pc), "=r"((ctx)->sp), "=r"((ctx)->bp))
+#else
+#define HS_CFI_GET_CONTEXT(ctx) ((ctx)->pc = (ctx)->sp = (ctx)->bp = 0)
+#endif
+
+/* Stores up to max call sites of the calling thread into frames: the return addresses
+ * unw_backtrace would give from the caller, each minus 1 (hs_call_site: no frame of such a
+ * walk follows a signal trampoline), stored as the walk goes so that no second pass converts
+ * them. frames[0] is the call site in the function that called hs_cfi_capture, after
+ * dropping `skip` more frames. Returns the number stored,
  * or HS_CFI_FALLBACK (frames then hold nothing useful).
  * may_miss false: the walk uses the cache, and the CFI of the object this code is linked
  * into (which cannot be unloaded under it); any other pc whose rule is not cached yet
@@ -47,6 +66,14 @@
  * kind (not even the dynamic loader's) and makes no system call, so it needs no capture gate
  * (a fork meanwhile copies nothing held) and leaves errno alone. */
 size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip, bool may_miss);
+
+/* The same walk from ctx, taken by HS_CFI_GET_CONTEXT in a function whose frame is still on
+ * the stack (the caller's, or one of its callers'): frames[0] is the call site in the
+ * function that called the one that took ctx, after dropping `skip` more frames and then
+ * every leading call site in [drop_start, drop_end) (a caller's own code, dropped as the walk
+ * goes instead of copied out afterwards; those frames do not count in max). */
+size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, size_t max,
+                           size_t skip, uintptr_t drop_start, uintptr_t drop_end, bool may_miss);
 
 /* Empties the rule cache (tests). */
 void hs_cfi_cache_clear(void);

@@ -74,10 +74,16 @@ static void grow(struct stripe *g)
     g->num_buckets = n;
 }
 
-static bool same_frames(const struct hs_md_bt *r, uint64_t h, const uintptr_t *frames, size_t n)
+static inline bool same_frames(const struct hs_md_bt *r, uint64_t h, const uintptr_t *frames,
+                               size_t n)
 {
-    return r->hash == h && r->num_frames == n &&
-           memcmp(r->frames, frames, n * sizeof(uintptr_t)) == 0;
+    if (r->hash != h || r->num_frames != n)
+        return false;
+    /* A loop, not memcmp: stacks are a few words, and the call would cost more. */
+    for (size_t i = 0; i < n; i++)
+        if (r->frames[i] != frames[i])
+            return false;
+    return true;
 }
 
 /* Takes a reference unless the record is already dead (count 0). */
@@ -209,27 +215,34 @@ void hs_md_bt_cache_flush(void)
     t_cache_busy--;
 }
 
-/* The calling thread's cache, made on first use; NULL when off, busy or out of memory. */
-static struct bt_cache *cache_enter(void)
+/* Makes the calling thread's cache (its first use). */
+static __attribute__((noinline)) struct bt_cache *cache_make(void)
+{
+    struct bt_cache *c = hs_arena_calloc(&hs_md_arena, sizeof(*c));
+    if (!c)
+        return NULL;
+    t_cache = c;
+    hs_md_in_shim++; /* should setspecific allocate, it goes straight to glibc */
+    pthread_setspecific(g_cache_key, c);
+    hs_md_in_shim--;
+    return c;
+}
+
+/* The calling thread's cache, made on first use; NULL when off, busy or out of memory.
+ * Inline, the first use out of line: it is on every acquire and release. */
+static inline __attribute__((always_inline)) struct bt_cache *cache_enter(void)
 {
     if (!__atomic_load_n(&g_cache_on, __ATOMIC_ACQUIRE) || t_cache_busy)
         return NULL;
     struct bt_cache *c = t_cache;
-    if (__builtin_expect(!c, 0)) {
-        c = hs_arena_calloc(&hs_md_arena, sizeof(*c));
-        if (!c)
-            return NULL;
-        t_cache = c;
-        hs_md_in_shim++; /* should setspecific allocate, it goes straight to glibc */
-        pthread_setspecific(g_cache_key, c);
-        hs_md_in_shim--;
-    }
+    if (__builtin_expect(!c, 0) && !(c = cache_make()))
+        return NULL;
     t_cache_busy++;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     return c;
 }
 
-static void cache_leave(void)
+static inline void cache_leave(void)
 {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t_cache_busy--;

@@ -6,7 +6,8 @@
  * Each case also checks that the walker itself walked (or, for the signal, refused), so that
  * the comparison cannot pass by the fast path never running, and that its cache-only mode
  * (what hs_backtrace_capture tries first, without the capture gate) walks as well once the
- * rules are cached.
+ * rules are cached. The same, starting from a context taken in a function
+ * (hs_cfi_capture_from, hs_backtrace_capture_from), at several depths and two call paths.
  */
 #define _GNU_SOURCE
 #include "backtrace.h"
@@ -75,7 +76,7 @@ static TEST_NOINLINE void capture_all(struct result *r, size_t max, size_t skip)
 }
 
 /* The frames agree; walked: the walker (hs_cfi_capture) did the walk itself, with the same
- * frames (return addresses, one past the call sites). */
+ * frames (call sites, as it stores them). */
 static void check_same(const char *what, const struct result *r, bool walked)
 {
     check_context(what);
@@ -92,7 +93,7 @@ static void check_same(const char *what, const struct result *r, bool walked)
         CHECK_EQ(r->walk_n, r->unw_n);
         size_t bad = n;
         for (size_t i = 0; i < n && i < r->walk_n && bad == n; i++)
-            if (r->walk[i] - 1 != r->unw[i])
+            if (r->walk[i] != r->unw[i])
                 bad = i;
         CHECK_EQ(bad, n);
         /* Every rule is cached now: the cache-only walk gives the same frames. */
@@ -106,6 +107,115 @@ static void check_same(const char *what, const struct result *r, bool walked)
 }
 
 static struct result g_r;
+
+/* Starting from a context (hs_cfi_capture_from, hs_backtrace_capture_from): the frames after
+ * the function that took it, which are libunwind's from there minus its first. */
+static struct result g_from, g_drop;
+static uintptr_t g_drop_start, g_drop_end;
+static size_t g_drop_max = 1;
+
+static TEST_NOINLINE void capture_from_here(size_t max)
+{
+    struct hs_cfi_context here;
+    HS_CFI_GET_CONTEXT(&here);
+    g_from.fast_n = hs_backtrace_capture_from(&here, 0, 0, g_from.fast, max);
+    g_from.walk_n = hs_cfi_capture_from(&here, g_from.walk, max, 0, 0, 0, true);
+    g_from.cached_n = hs_cfi_capture_from(&here, g_from.cached, max, 0, 0, 0, false);
+    /* frames[0] here is the call site in this function: the others start after it. */
+    g_from.unw_n = hs_backtrace_capture_unwinder(g_from.unw, max + 1, 0);
+    /* With a drop range over the first frames (set by the test). */
+    g_drop.fast_n =
+        hs_backtrace_capture_from(&here, g_drop_start, g_drop_end, g_drop.fast, g_drop_max);
+    g_drop.walk_n = hs_cfi_capture_from(&here, g_drop.walk, g_drop_max, 0, g_drop_start,
+                                        g_drop_end, true);
+    BARRIER();
+}
+
+/* g_drop against libunwind's frames (g_from.unw after its first): leading frames in the
+ * range gone, later ones kept, g_drop_max of the rest. */
+static void check_drop(const char *what, bool walked)
+{
+    check_context(what);
+    uintptr_t want[HS_BACKTRACE_MAX_FRAMES];
+    size_t n = 0, dropped = 0;
+    for (size_t i = 1; i < g_from.unw_n && n < g_drop_max; i++) {
+        uintptr_t f = g_from.unw[i];
+        if (n == 0 && f >= g_drop_start && f < g_drop_end)
+            dropped++;
+        else
+            want[n++] = f;
+    }
+    CHECK(dropped > 0);
+    CHECK_EQ(g_drop.fast_n, n);
+    CHECK(g_drop.fast_n != n || memcmp(g_drop.fast, want, n * sizeof(uintptr_t)) == 0);
+    if (walked) {
+        CHECK_EQ(g_drop.walk_n, n);
+        CHECK(g_drop.walk_n != n || memcmp(g_drop.walk, want, n * sizeof(uintptr_t)) == 0);
+    } else {
+        CHECK_EQ(g_drop.walk_n, HS_CFI_FALLBACK);
+    }
+    check_context(NULL);
+}
+
+/* A drop range over libunwind's first k frames after the capturing function (from the last
+ * g_from), which may hold later frames too. */
+static void set_drop(size_t k, size_t max)
+{
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (size_t i = 1; i <= k && i < g_from.unw_n; i++) {
+        lo = g_from.unw[i] < lo ? g_from.unw[i] : lo;
+        hi = g_from.unw[i] >= hi ? g_from.unw[i] + 1 : hi;
+    }
+    g_drop_start = lo;
+    g_drop_end = hi;
+    g_drop_max = max;
+}
+
+/* g_from agrees with libunwind; walked: the walker did it (else it must have refused). */
+static void check_from(const char *what, bool walked)
+{
+    check_context(what);
+    const struct result *r = &g_from;
+    CHECK(r->unw_n > 1);
+    size_t want = r->unw_n - 1;
+    CHECK_EQ(r->fast_n, want);
+    size_t bad = want;
+    for (size_t i = 0; i < want && i < r->fast_n && bad == want; i++)
+        if (r->fast[i] != r->unw[i + 1])
+            bad = i;
+    CHECK_EQ(bad, want);
+    if (walked) {
+        CHECK_EQ(r->walk_n, want);
+        CHECK_EQ(r->cached_n, want);
+        bad = want;
+        for (size_t i = 0; i < want && i < r->walk_n && i < r->cached_n && bad == want; i++)
+            if (r->walk[i] != r->unw[i + 1] || r->cached[i] != r->unw[i + 1])
+                bad = i;
+        CHECK_EQ(bad, want);
+    } else {
+        CHECK_EQ(r->walk_n, HS_CFI_FALLBACK);
+    }
+    check_context(NULL);
+}
+
+/* Two call paths to the same depth, so that stacks differ only below the top. */
+static TEST_NOINLINE int recurse_from(int depth, size_t max)
+{
+    if (depth == 0) {
+        capture_from_here(max);
+        return 1;
+    }
+    int v = recurse_from(depth - 1, max);
+    BARRIER();
+    return v + 1;
+}
+
+static TEST_NOINLINE int other_path_from(int depth, size_t max)
+{
+    int v = recurse_from(depth, max);
+    BARRIER();
+    return v + 2;
+}
 
 static TEST_NOINLINE int recurse(int depth, size_t max, size_t skip)
 {
@@ -141,6 +251,33 @@ static void test_deep_recursion(void)
     recurse(40, 8, 3);
     check_same("recursion 40, skip 3", &g_r, true);
     CHECK_EQ(g_r.unw_n, 8);
+}
+
+static void test_from_context(void)
+{
+    static const int depths[] = {0, 1, 5, 31, 127, 200};
+    for (size_t i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
+        hs_cfi_cache_clear(); /* cold, then warm */
+        recurse_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_from("from a context, cold cache", true);
+        recurse_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_from("from a context", true);
+        other_path_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_from("from a context, another path", true);
+        CHECK(g_from.unw_n > (size_t)depths[i] + 1);
+        /* Leading frames dropped by range (here, the recursion's), in full or cut short. */
+        set_drop(depths[i] + 1, HS_BACKTRACE_MAX_FRAMES);
+        recurse_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_drop("from a context, drop range", true);
+        CHECK(g_drop.fast_n + (size_t)depths[i] < g_from.unw_n);
+        set_drop(depths[i] + 1, 3);
+        recurse_from(depths[i], HS_BACKTRACE_MAX_FRAMES - 1);
+        check_drop("from a context, drop range, 3 frames", true);
+        /* Cut short. */
+        recurse_from(depths[i], 4);
+        check_from("from a context, 4 frames", true);
+        CHECK_EQ(g_from.fast_n, 4);
+    }
 }
 
 /* Frames addressed from rsp, as in code built without frame pointers (gcc: this function
@@ -187,8 +324,10 @@ static int g_compared;
 
 static int compare_ints(const void *a, const void *b)
 {
-    if (g_compared++ == 0)
+    if (g_compared++ == 0) {
         capture_all(&g_r, HS_BACKTRACE_MAX_FRAMES, 0);
+        capture_from_here(HS_BACKTRACE_MAX_FRAMES - 1);
+    }
     int x = *(const int *)a, y = *(const int *)b;
     return (x > y) - (x < y);
 }
@@ -202,12 +341,14 @@ static void test_through_libc(void)
     g_compared = 0;
     qsort(v, 64, sizeof(v[0]), compare_ints);
     check_same("qsort comparator", &g_r, true);
+    check_from("qsort comparator, from a context", true);
 }
 
 static void *thread_main(void *arg)
 {
     (void)arg;
     recurse(10, HS_BACKTRACE_MAX_FRAMES, 0);
+    recurse_from(10, HS_BACKTRACE_MAX_FRAMES - 1);
     return NULL;
 }
 
@@ -218,12 +359,14 @@ static void test_thread(void)
     CHECK_EQ(pthread_create(&t, NULL, thread_main, NULL), 0);
     pthread_join(t, NULL);
     check_same("thread", &g_r, true);
+    check_from("thread, from a context", true);
 }
 
 static void on_signal(int sig)
 {
     (void)sig;
     capture_all(&g_r, HS_BACKTRACE_MAX_FRAMES, 0);
+    capture_from_here(HS_BACKTRACE_MAX_FRAMES - 1);
 }
 
 /* Under a signal handler the stack goes through glibc's trampoline: libunwind's job. */
@@ -236,11 +379,21 @@ static void test_signal_frame(void)
     CHECK_EQ(sigaction(SIGUSR1, &sa, NULL), 0);
     raise(SIGUSR1);
     check_same("signal handler", &g_r, false);
+    check_from("signal handler, from a context", false);
+    /* libunwind's path drops the same frames: here the first one past the handler's. */
+    set_drop(1, HS_BACKTRACE_MAX_FRAMES);
+    raise(SIGUSR1);
+    check_drop("signal handler, drop range", false);
+    CHECK(g_drop.fast_n + 1 == g_from.unw_n - 1);
+    set_drop(1, 2);
+    raise(SIGUSR1);
+    check_drop("signal handler, drop range, 2 frames", false);
 }
 
 int main(void)
 {
     test_deep_recursion();
+    test_from_context();
     test_through_libc();
     test_big_frames();
     test_thread();
