@@ -190,8 +190,7 @@ static inline size_t hint_key(const uintptr_t *frames, size_t n)
 }
 
 /* Same stack, without the hash: for a record named by the hint index. */
-static inline bool same_frames_nohash(const struct hs_md_bt *r, const uintptr_t *frames,
-                                      size_t n)
+static inline bool same_frames_nohash(const struct hs_md_bt *r, const uintptr_t *frames, size_t n)
 {
     if (r->num_frames != n)
         return false;
@@ -266,8 +265,7 @@ static inline __attribute__((always_inline)) struct bt_cache *cache_enter(void)
     /* A thread has a cache only once the cache is on: test that first, the flag after. */
     struct bt_cache *c = t_cache;
     if (__builtin_expect(!c, 0)) {
-        if (!__atomic_load_n(&g_cache_on, __ATOMIC_ACQUIRE) || t_cache_busy ||
-            !(c = cache_make()))
+        if (!__atomic_load_n(&g_cache_on, __ATOMIC_ACQUIRE) || t_cache_busy || !(c = cache_make()))
             return NULL;
     } else if (t_cache_busy) {
         return NULL;
