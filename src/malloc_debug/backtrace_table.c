@@ -19,6 +19,13 @@
  * In a forked child the other threads' stocks stay counted: their records are kept (never a
  * wrong report: the pointer table, not the count, says what is live). A signal handler
  * that interrupts a cache operation of its own thread bypasses the cache.
+ *
+ * A hit costs no hash of the frames: a second, smaller index keyed by the innermost two
+ * frames and the depth (a few instructions, hint_key) says which slot held that stack last,
+ * and the frames are compared against that slot's record. Only when it does not match (a
+ * new stack, or stacks alike in those frames) is the full hash taken, the hash slot used as
+ * before and the index pointed at it. The index is a hint only: a stale entry names a slot
+ * whose record then fails the comparison.
  */
 #include "backtrace_table.h"
 
@@ -166,9 +173,32 @@ struct cached {
     size_t stock;        /* references this cache holds, its own one included (>= 1) */
 };
 
+#define HINT_SLOTS 256 /* hint index: slot of the stack last seen with this shim_key */
+
 struct bt_cache {
     struct cached slot[CACHE_SLOTS];
+    uint8_t hint[HINT_SLOTS]; /* a slot number; 0 when never set (slot 0: compared anyway) */
 };
+
+/* The hint index's key: the innermost two frames and the depth, mixed by one multiply. The
+ * index is a hint only (see the top of this file), so a weak key costs a hash, never a
+ * wrong record. */
+static inline size_t hint_key(const uintptr_t *frames, size_t n)
+{
+    uint64_t k = frames[0] ^ ((n > 1 ? frames[1] : 0) << 17) ^ n;
+    return (size_t)((k * 0x9e3779b97f4a7c15ull) >> 56); /* HINT_SLOTS == 256 */
+}
+
+/* Same stack, without the hash: for a record named by the hint index. */
+static inline bool same_frames_nohash(const struct hs_md_bt *r, const uintptr_t *frames, size_t n)
+{
+    if (r->num_frames != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (r->frames[i] != frames[i])
+            return false;
+    return true;
+}
 
 static bool g_cache_on;
 static pthread_key_t g_cache_key;
@@ -232,11 +262,14 @@ static __attribute__((noinline)) struct bt_cache *cache_make(void)
  * Inline, the first use out of line: it is on every acquire and release. */
 static inline __attribute__((always_inline)) struct bt_cache *cache_enter(void)
 {
-    if (!__atomic_load_n(&g_cache_on, __ATOMIC_ACQUIRE) || t_cache_busy)
-        return NULL;
+    /* A thread has a cache only once the cache is on: test that first, the flag after. */
     struct bt_cache *c = t_cache;
-    if (__builtin_expect(!c, 0) && !(c = cache_make()))
+    if (__builtin_expect(!c, 0)) {
+        if (!__atomic_load_n(&g_cache_on, __ATOMIC_ACQUIRE) || t_cache_busy || !(c = cache_make()))
+            return NULL;
+    } else if (t_cache_busy) {
         return NULL;
+    }
     t_cache_busy++;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     return c;
@@ -252,28 +285,35 @@ struct hs_md_bt *hs_md_bt_acquire(const uintptr_t *frames, size_t num_frames)
 {
     if (num_frames == 0)
         return NULL;
-    uint64_t h = hs_hash_frames(frames, num_frames);
     struct bt_cache *c = cache_enter();
     if (!c)
-        return table_acquire(frames, num_frames, h);
-    struct cached *e = &c->slot[h & (CACHE_SLOTS - 1)];
-    struct hs_md_bt *r;
-    if (e->bt && same_frames(e->bt, h, frames, num_frames)) {
+        return table_acquire(frames, num_frames, hs_hash_frames(frames, num_frames));
+    uint8_t *hint = &c->hint[hint_key(frames, num_frames)];
+    struct cached *e = &c->slot[*hint];
+    struct hs_md_bt *r = e->bt;
+    if (!r || !same_frames_nohash(r, frames, num_frames)) {
+        uint64_t h = hs_hash_frames(frames, num_frames);
+        size_t i = h & (CACHE_SLOTS - 1);
+        *hint = (uint8_t)i;
+        e = &c->slot[i];
         r = e->bt;
-        if (e->stock == 1) { /* only the cache's own reference left: take a batch */
-            __atomic_add_fetch(&r->refs, REF_BATCH, __ATOMIC_RELAXED);
-            e->stock += REF_BATCH;
-        }
-        e->stock--;
-    } else {
-        r = table_acquire(frames, num_frames, h);
-        if (r) {
-            evict(e);
-            hs_md_bt_ref(r); /* the cache's own reference */
-            e->bt = r;
-            e->stock = 1;
+        if (!r || !same_frames(r, h, frames, num_frames)) {
+            r = table_acquire(frames, num_frames, h);
+            if (r) {
+                evict(e);
+                hs_md_bt_ref(r); /* the cache's own reference */
+                e->bt = r;
+                e->stock = 1;
+            }
+            cache_leave();
+            return r; /* this reference comes from the table, not from the stock */
         }
     }
+    if (e->stock == 1) { /* only the cache's own reference left: take a batch */
+        __atomic_add_fetch(&r->refs, REF_BATCH, __ATOMIC_RELAXED);
+        e->stock += REF_BATCH;
+    }
+    e->stock--;
     cache_leave();
     return r;
 }

@@ -7,7 +7,9 @@
  * gone: the count never reaches 0 early, which would free a record still in use); a
  * thread's stock goes back when it exits; releasing more than a batch gives the surplus
  * back; many threads acquiring and releasing the same and different stacks end with every
- * record freed; in a forked child the forking thread's cache works and every lock is free.
+ * record freed; in a forked child the forking thread's cache works and every lock is free;
+ * stacks alike in their innermost frames and depth (one key in the cache's hint index) each
+ * get their own record, interleaved, and every reference is counted back.
  */
 #define _GNU_SOURCE
 #include "backtrace_table.h"
@@ -16,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -162,6 +165,53 @@ static void test_fork(void)
     CHECK_EQ(hs_md_bt_count(), 0);
 }
 
+/* ---- stacks alike in the hint index's key ---- */
+
+/* Same innermost two frames and depth, different deeper frames: the hint index sends them
+ * to one slot, and only the comparison of every frame tells them apart. */
+#define ALIKE 4
+static const uintptr_t k_alike[ALIKE][5] = {
+    {0x1000, 0x2000, 0x3000, 0x4000, 0x5000},
+    {0x1000, 0x2000, 0x3000, 0x4000, 0x5001},
+    {0x1000, 0x2000, 0x9000, 0x4000, 0x5000},
+    {0x1000, 0x2000, 0x3000, 0x4008, 0x5000},
+};
+
+static void test_alike_stacks(void)
+{
+    check_context("stacks alike in their innermost frames and depth");
+    enum { ROUNDS = 200 };
+    static struct hs_md_bt *held[ROUNDS][ALIKE];
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < ALIKE; k++) {
+            int s = (k + r) % ALIKE; /* interleaved, in a changing order */
+            struct hs_md_bt *bt = hs_md_bt_acquire(k_alike[s], 5);
+            CHECK(bt != NULL);
+            if (!bt)
+                return;
+            CHECK_EQ(bt->num_frames, 5);
+            CHECK(memcmp(bt->frames, k_alike[s], sizeof(k_alike[s])) == 0);
+            held[r][s] = bt;
+        }
+    }
+    for (int s = 0; s < ALIKE; s++) {
+        for (int t = s + 1; t < ALIKE; t++)
+            CHECK(held[0][s] != held[0][t]);
+        for (int r = 1; r < ROUNDS; r++)
+            CHECK(held[r][s] == held[0][s]);
+    }
+    CHECK_EQ(hs_md_bt_count(), ALIKE);
+    /* A shorter stack with the same innermost frames is another record again. */
+    struct hs_md_bt *shorter = hs_md_bt_acquire(k_alike[0], 4);
+    CHECK(shorter != NULL && shorter != held[0][0] && shorter->num_frames == 4);
+    hs_md_bt_release(shorter);
+    for (int r = 0; r < ROUNDS; r++)
+        for (int s = 0; s < ALIKE; s++)
+            hs_md_bt_release(held[r][s]);
+    hs_md_bt_cache_flush();
+    CHECK_EQ(hs_md_bt_count(), 0);
+}
+
 int main(void)
 {
     hs_md.mode = HS_MD_DEBUG;
@@ -169,6 +219,7 @@ int main(void)
     test_same_record_and_flush();
     test_cross_thread_release();
     test_many_threads();
+    test_alike_stacks();
     test_fork();
     return check_report();
 }
