@@ -34,6 +34,19 @@ enum hs_md_gblock_state {
     HS_MD_GB_RETIRED,   /* sample_guard_recover: reported, unprotected, never reused */
 };
 
+/* The address range a pool of guarded memory reserved ({0, 0} while it has none). */
+struct hs_md_addr_range {
+    uintptr_t base;
+    size_t size;
+};
+
+/* True when a is in r: one subtraction and compare, inline (every free asks). */
+static inline __attribute__((always_inline)) bool hs_md_in_range(const struct hs_md_addr_range *r,
+                                                                 uintptr_t a)
+{
+    return a - r->base < r->size;
+}
+
 struct hs_md_gblock {
     /* Addresses are stored complemented (~address, read them with hs_md_gb_user and the
      * others below), as the pointer table stores its keys: the unreachable-memory detector

@@ -69,7 +69,7 @@ static struct {
     int noted_budget, noted_size, noted_space;
 } g_pg;
 
-struct hs_md_page_guard_range hs_md_page_guard_range;
+struct hs_md_addr_range hs_md_page_guard_range;
 
 /* vm.max_map_count, read without allocating (this runs inside the first malloc). */
 static size_t read_max_map_count(void)
@@ -101,7 +101,7 @@ static void unreserve_all(void)
         munmap((void *)g_pg.base, g_pg.end - g_pg.base);
     memset(g_pg.classes, 0, sizeof(g_pg.classes));
     g_pg.base = g_pg.end = 0;
-    hs_md_page_guard_range = (struct hs_md_page_guard_range){0, 0};
+    hs_md_page_guard_range = (struct hs_md_addr_range){0, 0};
     g_pg.nclasses = 0;
 }
 
@@ -119,7 +119,7 @@ static bool reserve(unsigned shift, unsigned nclasses)
     munmap((void *)(start + total), (uintptr_t)p + region - start);
     g_pg.base = start;
     g_pg.end = start + total;
-    hs_md_page_guard_range = (struct hs_md_page_guard_range){start, total};
+    hs_md_page_guard_range = (struct hs_md_addr_range){start, total};
     g_pg.region_shift = shift;
     g_pg.nclasses = nclasses;
     for (unsigned c = 0; c < nclasses; c++) {

@@ -31,16 +31,12 @@
 bool hs_md_page_guard_init(const struct hs_md_config *cfg);
 
 /* The reservation's address range (0, 0 when page_guard is off), read by the range check. */
-struct hs_md_page_guard_range {
-    uintptr_t base;
-    size_t size;
-};
-extern struct hs_md_page_guard_range hs_md_page_guard_range;
+extern struct hs_md_addr_range hs_md_page_guard_range;
 
 /* True when a is in page_guard's reservation: a range check, inline (every free asks). */
 static inline __attribute__((always_inline)) bool hs_md_page_guard_owns(uintptr_t a)
 {
-    return a - hs_md_page_guard_range.base < hs_md_page_guard_range.size;
+    return hs_md_in_range(&hs_md_page_guard_range, a);
 }
 
 /* A new block of `size` bytes with block + align_offset a multiple of align, its memory

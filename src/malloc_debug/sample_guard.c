@@ -45,7 +45,7 @@ static uint32_t g_scale_hint;
 
 /* Read by every free (the range check): on a cache line of its own, never written after
  * start (the pool's lock and ring, written at each sample, live elsewhere). */
-struct hs_md_sample_range hs_md_sample_range __attribute__((aligned(64)));
+struct hs_md_addr_range hs_md_sample_range __attribute__((aligned(64)));
 
 static struct {
     size_t nslots;

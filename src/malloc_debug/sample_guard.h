@@ -55,15 +55,11 @@ uint64_t hs_md_sample_clock(void);
 void hs_md_sample_charge(uint64_t start);
 
 /* The pool's address range, read by the range check of free. */
-struct hs_md_sample_range {
-    uintptr_t base;
-    size_t size;
-};
-extern struct hs_md_sample_range hs_md_sample_range;
+extern struct hs_md_addr_range hs_md_sample_range;
 
 static inline __attribute__((always_inline)) bool hs_md_sample_guard_owns(uintptr_t a)
 {
-    return a - hs_md_sample_range.base < hs_md_sample_range.size;
+    return hs_md_in_range(&hs_md_sample_range, a);
 }
 
 /* Reserves the pool. Returns false (nothing reserved) when the system refuses it. */
