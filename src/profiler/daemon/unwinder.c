@@ -579,17 +579,26 @@ static bool mod_key_eq(const struct umod *a, dev_t dev, uint64_t inode, uintptr_
     return a->dev == dev && a->inode == inode && a->load_base == load_base;
 }
 
+/* Makes room for element n of the array *items of *cap elements of `size` bytes (doubling,
+ * `first` at first). False when memory is short (the array is left as it was). */
+static bool room_for_one(void **items, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return true;
+    size_t want = *cap ? *cap * 2 : first;
+    void *grown = realloc(*items, want * size);
+    if (!grown)
+        return false;
+    *items = grown;
+    *cap = want;
+    return true;
+}
+
 static int collect_map(const struct hs_map *m, void *arg)
 {
     struct maps_build *b = arg;
-    if (b->nmaps == b->cap_maps) {
-        size_t cap = b->cap_maps ? b->cap_maps * 2 : 256;
-        struct umap *n = realloc(b->maps, cap * sizeof *n);
-        if (!n)
-            goto oom;
-        b->maps = n;
-        b->cap_maps = cap;
-    }
+    if (!room_for_one((void **)&b->maps, &b->cap_maps, b->nmaps, sizeof *b->maps, 256))
+        goto oom;
     /* The kernel lists mappings in order; anything else is dropped. */
     if (m->end <= m->start || (b->nmaps && m->start < b->maps[b->nmaps - 1].end))
         return 0;
@@ -607,14 +616,8 @@ static int collect_map(const struct hs_map *m, void *arg)
     for (size_t i = b->nmods; i-- > 0;)
         if (mod_key_eq(&b->mods[i], m->dev, m->inode, m->load_base))
             return 0;
-    if (b->nmods == b->cap_mods) {
-        size_t cap = b->cap_mods ? b->cap_mods * 2 : 64;
-        struct umod *n = realloc(b->mods, cap * sizeof *n);
-        if (!n)
-            goto oom;
-        b->mods = n;
-        b->cap_mods = cap;
-    }
+    if (!room_for_one((void **)&b->mods, &b->cap_mods, b->nmods, sizeof *b->mods, 64))
+        goto oom;
     char *path = strdup(m->path);
     if (!path)
         goto oom;
