@@ -179,6 +179,8 @@ struct bt_cache {
     struct cached slot[CACHE_SLOTS];
     uint8_t hint[HINT_SLOTS]; /* a slot number; 0 when never set (slot 0: compared anyway) */
 };
+_Static_assert(CACHE_SLOTS <= 256, "a hint holds a slot number in one byte");
+_Static_assert(HINT_SLOTS == 256, "hint_key keeps the top 8 bits of its product");
 
 /* The hint index's key: the innermost two frames and the depth, mixed by one multiply. The
  * index is a hint only (see the top of this file), so a weak key costs a hash, never a
