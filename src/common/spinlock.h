@@ -11,6 +11,7 @@
 
 #include <sched.h>
 #include <stdbool.h>
+#include <sys/single_threaded.h>
 
 typedef struct {
     int locked;
@@ -24,6 +25,22 @@ typedef struct {
 static inline bool hs_spin_trylock(hs_spinlock *l)
 {
     return !__atomic_exchange_n(&l->locked, 1, __ATOMIC_ACQUIRE);
+}
+
+/* The same, without the atomic exchange while the process has a single thread (glibc's
+ * __libc_single_threaded, which glibc's own malloc relies on in the same way): nobody else can
+ * hold or want the lock then. A lock the thread itself holds is still seen as taken. For the
+ * hottest paths (malloc debug's pointer table). */
+static inline bool hs_spin_trylock_fast(hs_spinlock *l)
+{
+    if (__libc_single_threaded) {
+        if (l->locked)
+            return false;
+        l->locked = 1;
+        __atomic_signal_fence(__ATOMIC_ACQUIRE);
+        return true;
+    }
+    return hs_spin_trylock(l);
 }
 
 static inline void hs_spin_lock(hs_spinlock *l)

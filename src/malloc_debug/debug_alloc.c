@@ -114,13 +114,35 @@ HS_INLINE struct hs_md_bt *alloc_backtrace(size_t size, struct hs_md_bt *guard_b
     return bt;
 }
 
-/* Adds a new block to the pointer table (see alloc_backtrace for guard_bt). False when the
- * table could not record it: the caller must not hand the block out. */
-HS_INLINE bool track(void *p, size_t size, struct hs_md_bt *guard_bt)
+/* The bytes in front of a glibc block without a header, for its record (pointer_table.h):
+ * 16, or the alignment when memalign asks for more, so that the user pointer stays aligned.
+ * 0 without a tracking option. A power of two. */
+HS_INLINE size_t plain_lead(size_t alignment)
+{
+    size_t lead = hs_md.track_lead;
+    return lead && alignment > lead ? alignment : lead;
+}
+
+static inline unsigned lead_shift_of(size_t lead)
+{
+    return lead ? (unsigned)__builtin_ctzl(lead) : 0;
+}
+
+/* The lead of a tracked block from its entry (0 for a block with a header or a guarded one,
+ * whose entries say 0). */
+static inline size_t lead_of(const struct hs_md_ptr_info *info)
+{
+    return info->lead_shift ? (size_t)1 << info->lead_shift : 0;
+}
+
+/* Adds a new block to the pointer table (see alloc_backtrace for guard_bt; lead: see
+ * plain_lead). False when the table could not record it: the caller must not hand the
+ * block out. */
+HS_INLINE bool track(void *p, size_t size, struct hs_md_bt *guard_bt, size_t lead)
 {
     if (!hs_md.track)
         return true;
-    struct hs_md_ptr_info info = {size, alloc_backtrace(size, guard_bt)};
+    struct hs_md_ptr_info info = {size, alloc_backtrace(size, guard_bt), lead_shift_of(lead), false, 0};
     if (__builtin_expect(hs_md_ptr_add(p, &info), 1))
         return true;
     hs_md_bt_release(info.bt);
@@ -169,28 +191,38 @@ HS_INLINE void *header_alloc(size_t size, size_t alignment, bool zero, bool guar
     return hs_md_header_init(hs_md_header_of((void *)user), orig, orig_usable, size);
 }
 
-/* Block without header: only expand_alloc is added. guarded: try guarded memory first. */
+/* Block without header: expand_alloc is added, and *lead bytes in front of it for its
+ * record (plain_lead; a guarded block keeps its record elsewhere: *lead becomes 0).
+ * guarded: try guarded memory first. */
 HS_INLINE void *plain_alloc(size_t size, size_t alignment, bool zero, bool guarded,
-                            struct hs_md_bt *bt)
+                            struct hs_md_bt *bt, size_t *lead)
 {
     size_t total;
     if (guarded && !__builtin_add_overflow(size, hs_md.guarded_extra_bytes, &total)) {
         void *p = hs_md_guarded_alloc(total, alignment, 0, zero, true, bt);
         if (p) {
             hs_md_guarded_set_user(p, p, size);
+            *lead = 0;
             return p;
         }
     }
-    if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
+    if (__builtin_add_overflow(size, hs_md.extra_bytes, &total) ||
+        __builtin_add_overflow(total, *lead, &total))
         return fail_enomem();
+    char *orig;
     if (alignment > HS_MD_MIN_ALIGNMENT)
-        return __libc_memalign(alignment, total);
-    return zero ? __libc_calloc(1, total) : __libc_malloc(total);
+        orig = __libc_memalign(alignment, total); /* the lead is the alignment: user aligned */
+    else
+        orig = zero ? __libc_calloc(1, total) : __libc_malloc(total);
+    return orig ? orig + *lead : NULL;
 }
 
-HS_INLINE size_t usable_size(void *ptr)
+/* What malloc_usable_size says of a live block (lead: of a block without a header). */
+HS_INLINE size_t usable_size(void *ptr, size_t lead)
 {
-    return hs_md.header ? hs_md_header_of(ptr)->usable_size : hs_md_backing_usable_size(ptr);
+    if (hs_md.header)
+        return hs_md_header_of(ptr)->usable_size;
+    return hs_md_backing_usable_size((char *)ptr - lead) - lead;
 }
 
 /* With sample_guard: whether this allocation is drawn for a guarded slot (the countdown). */
@@ -200,8 +232,8 @@ HS_INLINE bool sample_drawn(void)
 }
 
 /* Gives back a new block that cannot be handed out (track failed): guarded or glibc's, with
- * or without a header. */
-static void discard_new_block(void *p)
+ * or without a header (lead: see plain_alloc). */
+static void discard_new_block(void *p, size_t lead)
 {
     struct hs_md_gblock *g;
     if (hs_md_guarded_owns((uintptr_t)p) &&
@@ -214,7 +246,7 @@ static void discard_new_block(void *p)
         h->tag = HS_MD_TAG_FREED;
         __libc_free(h->orig_pointer);
     } else {
-        __libc_free(p);
+        __libc_free((char *)p - lead);
     }
 }
 
@@ -227,14 +259,15 @@ HS_INLINE void *debug_alloc_drawn(size_t size, size_t alignment, bool zero, bool
         size = 1;
     bool guarded = hs_md.page_guard || sample;
     struct hs_md_bt *guard_bt = guarded ? hs_md_guarded_capture() : NULL;
+    size_t lead = hs_md.header ? 0 : plain_lead(alignment);
     void *p = hs_md.header ? header_alloc(size, alignment, zero, guarded, guard_bt)
-                           : plain_alloc(size, alignment, zero, guarded, guard_bt);
+                           : plain_alloc(size, alignment, zero, guarded, guard_bt, &lead);
     if (p) {
         if (!zero && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
             memset(p, hs_md.cfg.fill_alloc_value,
-                   min_size(usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
-        if (__builtin_expect(!track(p, size, guard_bt), 0)) {
-            discard_new_block(p);
+                   min_size(usable_size(p, lead), hs_md.cfg.fill_on_alloc_bytes));
+        if (__builtin_expect(!track(p, size, guard_bt, lead), 0)) {
+            discard_new_block(p, lead);
             p = fail_enomem();
         }
     }
@@ -307,6 +340,13 @@ HS_INLINE bool verify_tracked(void *ptr, const char *function, bool take, struct
                 report_not_live(ptr, function, hs_md.header && header_says_freed(ptr));
             return false;
         }
+        /* The record in front of the block was overwritten: reported as Android reports a
+         * header with a bad tag; the block stays as it is (and in the table). */
+        if (__builtin_expect(info->damaged, 0)) {
+            hs_md_report_invalid_tag(ptr, info->tag, function);
+            info->bt = NULL;
+            return false;
+        }
     }
     if (hs_md.header) {
         uint32_t tag = hs_md_header_of(ptr)->tag;
@@ -330,8 +370,7 @@ HS_INLINE bool verify_tracked(void *ptr, const char *function, bool take, struct
 HS_INLINE bool verify_pointer(void *ptr, const char *function, bool take,
                               struct hs_md_ptr_info *info, struct hs_md_gblock **g)
 {
-    info->size = 0;
-    info->bt = NULL;
+    *info = (struct hs_md_ptr_info){.size = 0};
     if (hs_md_guarded_check(ptr, function, take, g) == HS_MD_GUARDED_REPORTED)
         return false;
     if (!verify_tracked(ptr, function, take, info)) {
@@ -355,8 +394,11 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
         h->tag = HS_MD_TAG_FREED;
         orig = h->orig_pointer;
         usable = h->usable_size;
-    } else if (options & (HS_OPT_FILL_ON_FREE | HS_OPT_FREE_TRACK)) {
-        usable = hs_md_backing_usable_size(ptr);
+    } else {
+        size_t lead = lead_of(info);
+        orig = (char *)ptr - lead;
+        if (options & (HS_OPT_FILL_ON_FREE | HS_OPT_FREE_TRACK))
+            usable = hs_md_backing_usable_size(orig) - lead;
     }
     if (options & HS_OPT_FILL_ON_FREE)
         memset(ptr, hs_md.cfg.fill_free_value, min_size(usable, hs_md.cfg.fill_on_free_bytes));
@@ -385,11 +427,14 @@ void *hs_md_lean_malloc(size_t size)
     if (size == 0)
         size = 1;
     size_t total;
-    if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
+    if (__builtin_add_overflow(size, hs_md.extra_bytes + HS_MD_TRACK_RECORD, &total))
         return fail_enomem();
-    void *p = __libc_malloc(total);
-    if (__builtin_expect(p && !track(p, size, NULL), 0)) {
-        __libc_free(p); /* the table could not record it: the allocation fails (top of file) */
+    char *orig = __libc_malloc(total);
+    if (!orig)
+        return NULL;
+    char *p = orig + HS_MD_TRACK_RECORD; /* the record in front (hs_md.track_lead) */
+    if (__builtin_expect(!track(p, size, NULL, HS_MD_TRACK_RECORD), 0)) {
+        __libc_free(orig); /* the table could not record it: the allocation fails (top of file) */
         return fail_enomem();
     }
     return p;
@@ -408,9 +453,13 @@ void hs_md_lean_free(void *ptr)
             report_not_live(ptr, "free", false);
         return; /* after a bad pointer free does nothing */
     }
+    if (__builtin_expect(info.damaged, 0)) { /* as verify_tracked */
+        hs_md_report_invalid_tag(ptr, info.tag, "free");
+        return;
+    }
     if (info.bt)
         hs_md_bt_release(info.bt);
-    __libc_free(ptr);
+    __libc_free((char *)ptr - lead_of(&info));
 }
 
 void *hs_md_debug_malloc(size_t size)
@@ -452,9 +501,9 @@ static void *move_block(void *ptr, size_t size, size_t old_usable, bool sample)
     struct hs_md_gblock *g;
     if (hs_md_guarded_check(ptr, "realloc", true, &g) == HS_MD_GUARDED_REPORTED)
         return new_ptr; /* another thread freed it meanwhile (reported) */
-    struct hs_md_ptr_info info = {0, NULL};
-    if (hs_md.track)
-        hs_md_ptr_remove(ptr, &info);
+    struct hs_md_ptr_info info = {.size = 0};
+    if (hs_md.track && hs_md_ptr_remove(ptr, &info) && info.damaged)
+        return new_ptr; /* reported by the caller's check already; the block stays */
     release(ptr, &info, g);
     return new_ptr;
 }
@@ -465,10 +514,11 @@ static void retrack(void *ptr, size_t size)
 {
     if (!hs_md.track)
         return;
-    struct hs_md_ptr_info old = {0, NULL};
+    struct hs_md_ptr_info old = {.size = 0};
     hs_md_ptr_remove(ptr, &old);
     hs_md_bt_release(old.bt);
-    struct hs_md_ptr_info info = {size, alloc_backtrace(size, NULL)};
+    struct hs_md_ptr_info info = {.size = size, .bt = alloc_backtrace(size, NULL),
+                                  .lead_shift = old.lead_shift};
     keep_tracked(ptr, &info);
 }
 
@@ -494,49 +544,54 @@ static void *header_realloc(void *ptr, size_t size, bool sample)
     return move_block(ptr, size, h->usable_size, sample);
 }
 
-static void *plain_realloc(void *ptr, size_t size, bool sample)
+/* A block without a header; lead: its lead (see plain_alloc). */
+static void *plain_realloc(void *ptr, size_t size, bool sample, size_t lead)
 {
-    size_t prev_usable = hs_md_backing_usable_size(ptr);
+    size_t prev_usable = usable_size(ptr, lead);
     /* free_track: the old block must go to the free queue; guarded memory: the new block
-     * needs a guard page of its own (and a guarded block cannot go to glibc's realloc). */
+     * needs a guard page of its own (and a guarded block cannot go to glibc's realloc); a
+     * memalign block (a lead beyond the record) must keep its alignment. */
     if ((hs_md.cfg.options & HS_OPT_FREE_TRACK) || hs_md.page_guard || sample ||
-        hs_md_guarded_owns((uintptr_t)ptr))
+        hs_md_guarded_owns((uintptr_t)ptr) || lead > hs_md.track_lead)
         return move_block(ptr, size, prev_usable, sample);
     size_t total;
-    if (__builtin_add_overflow(size, hs_md.extra_bytes, &total))
+    if (__builtin_add_overflow(size, hs_md.extra_bytes + lead, &total))
         return fail_enomem();
     /* Out of the table first: once glibc has freed the old block, another thread may get
      * its address and add it. */
-    struct hs_md_ptr_info old = {0, NULL};
+    struct hs_md_ptr_info old = {.size = 0};
     if (hs_md.track)
         hs_md_ptr_remove(ptr, &old);
-    void *new_ptr = __libc_realloc(ptr, total);
-    if (!new_ptr) {
+    char *new_orig = __libc_realloc((char *)ptr - lead, total);
+    if (!new_orig) {
         if (hs_md.track)
             keep_tracked(ptr, &old);
         return NULL;
     }
+    void *new_ptr = new_orig + lead;
     hs_md_bt_release(old.bt);
     if (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC) {
-        size_t bytes = min_size(hs_md_libc_usable_size(new_ptr), hs_md.cfg.fill_on_alloc_bytes);
+        size_t bytes =
+            min_size(hs_md_libc_usable_size(new_orig) - lead, hs_md.cfg.fill_on_alloc_bytes);
         if (bytes > prev_usable)
             memset((char *)new_ptr + prev_usable, hs_md.cfg.fill_alloc_value, bytes - prev_usable);
     }
     if (!hs_md.track)
         return new_ptr;
     if (new_ptr == ptr) { /* in place: the slot the old entry left takes the new one */
-        struct hs_md_ptr_info info = {size, alloc_backtrace(size, NULL)};
+        struct hs_md_ptr_info info = {.size = size, .bt = alloc_backtrace(size, NULL),
+                                      .lead_shift = lead_shift_of(lead)};
         keep_tracked(ptr, &info);
         return ptr;
     }
-    if (__builtin_expect(track(new_ptr, size, NULL), 1))
+    if (__builtin_expect(track(new_ptr, size, NULL, lead), 1))
         return new_ptr;
     /* Moved to where the table has no room, the old block gone: move it once more, to a
      * block the table records, or let it go untracked. */
     void *tracked = debug_alloc_drawn(size, HS_MD_MIN_ALIGNMENT, false, false);
     if (tracked) {
         memcpy(tracked, new_ptr, size);
-        __libc_free(new_ptr);
+        __libc_free(new_orig);
         return tracked;
     }
     lose_track(NULL);
@@ -560,7 +615,8 @@ void *hs_md_debug_realloc(void *ptr, size_t size)
     if (size > SIZE_MAX - hs_md.extra_bytes - HS_MD_MIN_ALIGNMENT)
         return fail_enomem();
     bool sample = sample_drawn();
-    return hs_md.header ? header_realloc(ptr, size, sample) : plain_realloc(ptr, size, sample);
+    return hs_md.header ? header_realloc(ptr, size, sample)
+                        : plain_realloc(ptr, size, sample, lead_of(&info));
 }
 
 void *hs_md_debug_memalign(size_t alignment, size_t size)
@@ -612,5 +668,5 @@ size_t hs_md_debug_malloc_usable_size(void *ptr)
     struct hs_md_gblock *g;
     if (!verify_pointer(ptr, "malloc_usable_size", false, &info, &g))
         return 0;
-    return usable_size(ptr);
+    return usable_size(ptr, lead_of(&info));
 }

@@ -26,6 +26,12 @@ struct hs_md_state {
     struct hs_md_config cfg;
     bool header;        /* allocations carry a header (a guard is on) */
     bool track;         /* live allocations are in the pointer table */
+    /* With track: where a block's record is (pointer_table.h), in bytes before the user
+     * pointer: the link area of a block with a header (hs_md_user_offset()), else 16 bytes
+     * the block gets in front of it (track_lead). Guarded blocks keep theirs in their
+     * guarded record instead. */
+    size_t track_offset;
+    size_t track_lead;  /* 16 with track and no header (the room for the record), else 0 */
     /* malloc and free take the short path of debug_alloc.c (hs_md_lean_malloc/_free): the
      * only work is the pointer table (and the allocation backtrace), because no option adds a
      * header, a fill, a free queue, guarded memory or recording. Set once by init.c. */

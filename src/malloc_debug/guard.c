@@ -31,7 +31,7 @@ void hs_md_report_corrupted_guard(const uint8_t *user, size_t size, const char *
 static void report_corrupted(const struct hs_md_header *h, const struct hs_md_bt *alloc_bt,
                              const char *which, const uint8_t *guard, size_t n, uint8_t expected)
 {
-    struct hs_md_ptr_info info = {0, NULL};
+    struct hs_md_ptr_info info = {.size = 0};
     if (!alloc_bt && hs_md.track && hs_md_ptr_find_ref(hs_md_user_of(h), &info))
         alloc_bt = info.bt;
     hs_md_report_corrupted_guard(hs_md_user_of(h), h->size, which, guard, n, expected, alloc_bt);

@@ -61,6 +61,12 @@ static struct hs_md_gblock *record_of(uintptr_t a)
     return NULL;
 }
 
+void *hs_md_guarded_track_slot(uintptr_t p)
+{
+    struct hs_md_gblock *g = record_of(p);
+    return g ? g->track_record : NULL;
+}
+
 void hs_md_guarded_set_user(void *block, const void *user, size_t size)
 {
     struct hs_md_gblock *g = record_of((uintptr_t)block);

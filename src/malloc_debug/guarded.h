@@ -55,6 +55,10 @@ void *hs_md_guarded_alloc(size_t size, size_t align, size_t align_offset, bool z
  * data after the block's start. */
 void hs_md_guarded_set_user(void *block, const void *user, size_t size);
 
+/* Where the pointer table keeps the record of the guarded block at p (16 bytes in its
+ * guarded record), or NULL when p is not in guarded memory. */
+void *hs_md_guarded_track_slot(uintptr_t p);
+
 enum hs_md_guarded_verdict {
     HS_MD_GUARDED_NOT_OURS, /* not in guarded memory: the usual checks apply */
     HS_MD_GUARDED_LIVE,     /* a live block's own pointer (claimed, when asked to claim) */

@@ -63,6 +63,9 @@ struct hs_md_gblock {
     /* sample_guard alone: glibc's block for the same call (sampled_alloc.h), freed with this
      * one, or 0. Stored plainly: it is the shim's, referenced, never a leak. */
     uintptr_t shadow;
+    /* The pointer table's record of the live block (pointer_table.h), kept here rather than
+     * in front of the block: the block's pages start at the guard page in front mode. */
+    uint64_t track_record[2];
     uint32_t next_free;         /* page_guard's list of free runs (index + 1; 0 ends it) */
     int state;                  /* enum hs_md_gblock_state (atomic) */
     int retire;                 /* sample_guard_recover unprotected a page of it: never reuse */

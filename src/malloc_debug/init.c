@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "backtrace_table.h"
 #include "debug_state.h"
+#include "pointer_table.h"
 #include "suppress.h"
 #include "embedding.h"
 #include "free_queue.h"
@@ -177,6 +178,12 @@ static int configure(void)
      * must not fall inside the requested bytes: 8 bytes of slack keep it past them. */
     if (hs_md.track)
         hs_md.extra_bytes += 8;
+    /* The pointer table's record of a block: in the link area (no glibc link is there while
+     * the block is live), or in 16 bytes in front of a block without a header. */
+    if (hs_md.track) {
+        hs_md.track_offset = hs_md.header ? hs_md_user_offset() : HS_MD_TRACK_RECORD;
+        hs_md.track_lead = hs_md.header ? 0 : HS_MD_TRACK_RECORD;
+    }
     find_self_range();
     /* Warm libunwind up now: its first capture on a thread sets up caches, and doing that
      * here rather than inside a report keeps reports free of surprises. */

@@ -1,222 +1,289 @@
-/* pointer_table.c: sharded live-allocation table (see pointer_table.h).
+/* pointer_table.c: live bitmaps per address region and records in the blocks (see
+ * pointer_table.h).
  *
- * 64 shards chosen by a hash of the pointer's 64 MiB region. glibc gives every arena heaps
- * of its own, 64 MiB each and 64 MiB-aligned (HEAP_MAX_SIZE), and a thread allocates from
- * the arena it is attached to: so the blocks of one thread fall in shards that other
- * threads rarely touch, and an add or remove writes only cache lines (the shard's lock, its
- * slots) that stay in its own core's cache. A block freed by another thread is found all the
- * same: the shard depends on the address alone. (Hashing the whole pointer instead spread
- * every thread over every shard: each call then wrote lines last written by another core.)
- * Each shard is an open-addressing table with linear
- * probing and backward-shift deletion (no tombstones), kept at most 50% full. An empty slot
- * has key 0; keys are ~pointer, which is never 0 for a real pointer.
- * Cost of an add or remove: one spinlock round trip and, at 50% load, about 1.5 probes.
+ * The directory has an entry per 64 MiB region of the 47-bit user address space (2^21
+ * entries, 16 MiB of address space mapped untouched: only the pages of used entries are
+ * ever committed). A region has a bit per 16 bytes (2^22 bits, 512 KiB, committed page by
+ * page as blocks appear), a summary bit per bitmap word (so that listing skips empty words
+ * without reading them), its count and its lock. Regions are created once and never freed;
+ * the directory entry is published with release order, so a lookup is two loads without a
+ * lock. Lock order: the creation lock, then region locks (lock_all); an add that creates a
+ * region releases the creation lock before taking the region's.
+ *
+ * Cost of an add: two stores of the record, two loads, a lock round trip and a bit set;
+ * a remove: the same with a bit test and clear, and the record's check.
  */
 #include "pointer_table.h"
 
 #include "arena.h"
 #include "debug_state.h"
+#include "guarded.h"
 #include "hs_assert.h"
 #include "spinlock.h"
 
 #include <string.h>
 
-#define SHARDS 64
-#define MIN_CAPACITY 64
+#define REGION_SHIFT 26 /* 64 MiB: glibc's HEAP_MAX_SIZE on 64-bit */
+#define ADDRESS_BITS 47 /* x86-64 and arm64 user space */
+#define DIR_ENTRIES ((size_t)1 << (ADDRESS_BITS - REGION_SHIFT))
+#define GRANULE_SHIFT 4 /* malloc's minimum alignment: 16 bytes */
+#define REGION_BITS ((size_t)1 << (REGION_SHIFT - GRANULE_SHIFT))
+#define REGION_WORDS (REGION_BITS / 64)
+#define SUMMARY_WORDS (REGION_WORDS / 64)
 
-struct entry {
-    uintptr_t key; /* ~pointer; 0 = empty */
-    size_t size;
+_Static_assert(REGION_WORDS % 64 == 0, "a summary word covers 64 bitmap words");
+_Static_assert(HS_MD_PTR_MAX_SIZE >> 42 == 0, "the size takes the low 42 bits of a record");
+
+struct region {
+    hs_spinlock lock;
+    size_t count; /* live bits; guarded by lock, read relaxed for statistics */
+    size_t peak;  /* highest count so far */
+    uintptr_t base;
+    struct region *next; /* every region, newest first (set before publication) */
+    uint64_t *bits;      /* REGION_WORDS words; guarded by lock */
+    uint64_t summary[SUMMARY_WORDS]; /* bit w: bits[w] != 0; guarded by lock */
+} __attribute__((aligned(64)));
+
+static struct region **g_dir;     /* DIR_ENTRIES entries; atomic pointer, set once */
+static struct region *g_regions;  /* list head; atomic */
+static hs_spinlock g_create_lock; /* creation of the directory and of regions */
+
+/* The record: word 0 holds the size (bits 0-41), the lead shift (42-47) and a check (48-63)
+ * over both words and the pointer; word 1 the backtrace. */
+struct record {
+    uint64_t word;
     struct hs_md_bt *bt;
 };
 
-struct shard {
-    hs_spinlock lock;
-    struct entry *slots; /* guarded by lock */
-    size_t capacity;     /* power of two, or 0 */
-    size_t count;
-    size_t peak; /* highest count so far */
-} __attribute__((aligned(64)));
+_Static_assert(sizeof(struct record) == HS_MD_TRACK_RECORD, "a record is 16 bytes");
 
-static struct shard g_shards[SHARDS];
-
-static inline uint64_t mix(uintptr_t p)
+/* Two multiplications: every bit of the pointer, the fields and the backtrace reaches the
+ * top 16 bits, so damage to either word goes unseen about once in 65536. */
+static inline uint64_t record_check(uintptr_t p, uint64_t fields, const struct hs_md_bt *bt)
 {
-    uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 29);
+    return ((((p ^ (uintptr_t)bt) * 0x9e3779b97f4a7c15ull) ^ fields) * 0xff51afd7ed558ccdull) >> 48;
 }
 
-#define REGION_SHIFT 26 /* 64 MiB: glibc's HEAP_MAX_SIZE on 64-bit */
-
-static inline struct shard *shard_of(uintptr_t p)
+/* Where the record of the block at p is without guarded memory: in front of it. */
+static inline struct record *record_in_front(uintptr_t p)
 {
-    return &g_shards[mix(p >> REGION_SHIFT) >> 58]; /* top 6 bits: SHARDS == 64 */
+    return (struct record *)(p - hs_md.track_offset);
 }
 
-static inline size_t home_slot(const struct shard *s, uint64_t h)
+/* Where p's record is: in its guarded record for a guarded block, else in front of it. */
+static inline struct record *record_of(uintptr_t p)
 {
-    return (size_t)h & (s->capacity - 1);
-}
-
-/* Inserts without growing; the key must be absent and a free slot must exist. */
-static void put(struct shard *s, uintptr_t key, size_t size, struct hs_md_bt *bt)
-{
-    hs_assert(key != 0 && s->count < s->capacity);
-    size_t i = home_slot(s, mix(~key));
-    while (s->slots[i].key != 0) {
-        hs_assert(s->slots[i].key != key);
-        i = (i + 1) & (s->capacity - 1);
+    if (hs_md.guarded) {
+        struct record *g = hs_md_guarded_track_slot(p);
+        if (g)
+            return g;
     }
-    s->slots[i] = (struct entry){key, size, bt};
-    s->count++;
+    return record_in_front(p);
 }
 
-#if HS_ASSERT_EXPENSIVE
-/* Level-2 check of a whole shard: every key is reached from its home slot without crossing an
- * empty slot (what lookup and erase rely on), and count is the number of keys. */
-static void check_shard(const struct shard *s)
+static inline void record_write(struct record *r, uintptr_t p, const struct hs_md_ptr_info *info)
 {
-    size_t mask = s->capacity - 1, n = 0;
-    for (size_t i = 0; i < s->capacity; i++) {
-        if (s->slots[i].key == 0)
-            continue;
-        n++;
-        for (size_t j = home_slot(s, mix(~s->slots[i].key)); j != i; j = (j + 1) & mask)
-            hs_assert_expensive(s->slots[j].key != 0);
+    uint64_t fields = (uint64_t)info->size | (uint64_t)info->lead_shift << 42;
+    r->word = fields | record_check(p, fields, info->bt) << 48;
+    r->bt = info->bt;
+}
+
+static inline void record_read(const struct record *r, uintptr_t p, struct hs_md_ptr_info *out)
+{
+    uint64_t word = r->word;
+    struct hs_md_bt *bt = r->bt;
+    uint64_t fields = word & ((UINT64_C(1) << 48) - 1);
+    /* A backtrace record is 16-aligned (arena blocks are): a misaligned one is damage the
+     * check missed (1 in 65536), and is not followed either. */
+    if (__builtin_expect(word >> 48 != record_check(p, fields, bt) || ((uintptr_t)bt & 15), 0)) {
+        *out = (struct hs_md_ptr_info){0, NULL, 0, true, (uint32_t)(word >> 32)};
+        return;
     }
-    hs_assert_expensive(n == s->count);
+    *out = (struct hs_md_ptr_info){fields & HS_MD_PTR_MAX_SIZE, bt, (unsigned)(fields >> 42), false, 0};
 }
-#endif
 
-static bool grow(struct shard *s)
+/* The region of p, or NULL (none yet, or not a user-space address). Lock-free. */
+static inline struct region *region_of(uintptr_t p)
 {
-    size_t capacity = s->capacity ? s->capacity * 2 : MIN_CAPACITY;
-    struct entry *slots = hs_arena_calloc(&hs_md_arena, capacity * sizeof(struct entry));
-    if (!slots)
+    if (p >> ADDRESS_BITS)
+        return NULL;
+    struct region **dir = __atomic_load_n(&g_dir, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(!dir, 0))
+        return NULL;
+    return __atomic_load_n(&dir[p >> REGION_SHIFT], __ATOMIC_ACQUIRE);
+}
+
+/* The region of p, created if needed; NULL when memory ran out. */
+static __attribute__((noinline)) struct region *region_create(uintptr_t p)
+{
+    if (p >> ADDRESS_BITS)
+        return NULL; /* not a user-space address: never one of glibc's blocks */
+    hs_spin_lock(&g_create_lock);
+    struct region **dir = g_dir;
+    if (!dir) {
+        /* A fresh mapping: zero, and committed only where entries are written. */
+        dir = hs_arena_alloc(&hs_md_arena, DIR_ENTRIES * sizeof(*dir));
+        if (!dir) {
+            hs_spin_unlock(&g_create_lock);
+            return NULL;
+        }
+        __atomic_store_n(&g_dir, dir, __ATOMIC_RELEASE);
+    }
+    struct region *r = dir[p >> REGION_SHIFT];
+    if (!r) {
+        r = hs_arena_calloc(&hs_md_arena, sizeof(*r));
+        uint64_t *bits = r ? hs_arena_alloc(&hs_md_arena, REGION_WORDS * sizeof(uint64_t)) : NULL;
+        if (!bits) {
+            if (r)
+                hs_arena_free(&hs_md_arena, r, sizeof(*r));
+            hs_spin_unlock(&g_create_lock);
+            return NULL;
+        }
+        hs_assert(((uintptr_t)bits & 4095) == 0); /* its own mapping: zero-filled */
+        r->bits = bits;
+        r->base = p & ~(((uintptr_t)1 << REGION_SHIFT) - 1);
+        r->next = g_regions;
+        __atomic_store_n(&g_regions, r, __ATOMIC_RELEASE);
+        __atomic_store_n(&dir[p >> REGION_SHIFT], r, __ATOMIC_RELEASE);
+    }
+    hs_spin_unlock(&g_create_lock);
+    return r;
+}
+
+/* Where p's bit is in its region. */
+struct bit {
+    size_t word;
+    uint64_t mask;
+};
+
+static inline struct bit bit_of(uintptr_t p)
+{
+    size_t i = (p >> GRANULE_SHIFT) & (REGION_BITS - 1);
+    return (struct bit){i / 64, UINT64_C(1) << (i % 64)};
+}
+
+/* Sets p's bit (lock held); false when it was set already. */
+static inline __attribute__((always_inline)) bool bit_set(struct region *r, struct bit b)
+{
+    uint64_t old = r->bits[b.word];
+    if (old & b.mask)
         return false;
-    struct entry *old = s->slots;
-    size_t old_capacity = s->capacity;
-    s->slots = slots;
-    s->capacity = capacity;
-    s->count = 0;
-    for (size_t i = 0; i < old_capacity; i++)
-        if (old[i].key)
-            put(s, old[i].key, old[i].size, old[i].bt);
-    hs_arena_free(&hs_md_arena, old, old_capacity * sizeof(struct entry));
-#if HS_ASSERT_EXPENSIVE
-    check_shard(s);
-#endif
+    r->bits[b.word] = old | b.mask;
+    if (!old)
+        r->summary[b.word / 64] |= UINT64_C(1) << (b.word % 64);
+    if (++r->count > r->peak)
+        r->peak = r->count;
     return true;
 }
 
-/* Returns the slot index of key, or SIZE_MAX. Lock held. */
-static size_t lookup(const struct shard *s, uintptr_t key, uint64_t h)
+/* Clears p's bit (lock held); false when it was clear. */
+static inline bool bit_clear(struct region *r, struct bit b)
 {
-    if (s->capacity == 0)
-        return SIZE_MAX;
-    for (size_t i = home_slot(s, h);; i = (i + 1) & (s->capacity - 1)) {
-        if (s->slots[i].key == key)
-            return i;
-        if (s->slots[i].key == 0)
-            return SIZE_MAX;
-    }
+    uint64_t old = r->bits[b.word];
+    if (!(old & b.mask))
+        return false;
+    uint64_t now = old & ~b.mask;
+    r->bits[b.word] = now;
+    if (!now)
+        r->summary[b.word / 64] &= ~(UINT64_C(1) << (b.word % 64));
+    hs_assert(r->count > 0);
+    r->count--;
+    return true;
 }
 
-/* Removes slot i, shifting later entries of the probe run back into the hole. */
-static void erase(struct shard *s, size_t i)
+/* Each operation has a general version (a region to create, a lock to wait for, guarded
+ * memory) and add and remove a fast one for the common case that hands anything else to the
+ * general one: the fast paths then make no call, so they save no registers. */
+
+static __attribute__((noinline)) bool add_general(uintptr_t p, const struct hs_md_ptr_info *info)
 {
-    hs_assert(i < s->capacity && s->slots[i].key != 0 && s->count > 0);
-    size_t mask = s->capacity - 1;
-    size_t hole = i;
-    for (size_t j = (i + 1) & mask; s->slots[j].key != 0; j = (j + 1) & mask) {
-        size_t home = home_slot(s, mix(~s->slots[j].key));
-        /* Move j into the hole if its home is not cyclically within (hole, j]. */
-        if (((j - home) & mask) >= ((j - hole) & mask)) {
-            s->slots[hole] = s->slots[j];
-            hole = j;
-        }
-    }
-    s->slots[hole].key = 0;
-    s->count--;
+    struct region *r = region_of(p);
+    if (!r && !(r = region_create(p)))
+        return false;
+    record_write(record_of(p), p, info);
+    hs_spin_lock(&r->lock);
+    /* Already set: glibc handed out a live pointer twice, which cannot happen unless the heap
+     * is corrupt; the new record stands (the old one's backtrace reference is lost). */
+    bit_set(r, bit_of(p));
+    hs_spin_unlock(&r->lock);
+    return true;
 }
 
 bool hs_md_ptr_add(const void *ptr, const struct hs_md_ptr_info *info)
 {
-    uintptr_t key = ~(uintptr_t)ptr;
-    uint64_t h = mix((uintptr_t)ptr);
-    struct shard *s = shard_of((uintptr_t)ptr);
-    hs_spin_lock(&s->lock);
-    if ((s->count + 1) * 2 > s->capacity && !grow(s)) {
-        hs_spin_unlock(&s->lock);
+    uintptr_t p = (uintptr_t)ptr;
+    hs_assert((p & 15) == 0 && info->lead_shift < 64);
+    if (__builtin_expect(info->size > HS_MD_PTR_MAX_SIZE, 0))
         return false;
-    }
-    /* One probe run finds either the key (glibc handed out a live pointer twice, which
-     * cannot happen unless the heap is corrupt: keep the newer entry) or a free slot. */
-    size_t i = home_slot(s, h);
-    while (s->slots[i].key != 0 && s->slots[i].key != key)
-        i = (i + 1) & (s->capacity - 1);
-    struct hs_md_bt *old = s->slots[i].key ? s->slots[i].bt : NULL;
-    if (!s->slots[i].key)
-        s->count++;
-    s->slots[i] = (struct entry){key, info->size, info->bt};
-    if (s->count > s->peak)
-        s->peak = s->count;
-    hs_spin_unlock(&s->lock);
-    if (__builtin_expect(old != NULL, 0)) /* a live pointer handed out twice (see above) */
-        hs_md_bt_release(old);
+    struct region *r = region_of(p);
+    if (__builtin_expect(!r || hs_md.guarded || !hs_spin_trylock_fast(&r->lock), 0))
+        return add_general(p, info);
+    record_write(record_in_front(p), p, info);
+    bit_set(r, bit_of(p)); /* as in add_general */
+    hs_spin_unlock(&r->lock);
     return true;
 }
 
 bool hs_md_ptr_restore(const void *ptr, const struct hs_md_ptr_info *info)
 {
-    uintptr_t key = ~(uintptr_t)ptr;
-    struct shard *s = shard_of((uintptr_t)ptr);
-    hs_spin_lock(&s->lock);
-    /* One empty slot must remain after the insertion, or probes would not end. The key is
-     * absent: its block is live and was taken out by the caller (put checks it). */
-    bool room = s->count + 2 <= s->capacity;
-    if (room) {
-        put(s, key, info->size, info->bt);
-        if (s->count > s->peak)
-            s->peak = s->count;
-    }
-    hs_spin_unlock(&s->lock);
-    return room;
+    /* The region exists (the pointer was in it): nothing to allocate. */
+    hs_assert(region_of((uintptr_t)ptr) != NULL);
+    return hs_md_ptr_add(ptr, info);
+}
+
+/* Clears r's bit for p and reads its record (r's lock held); a damaged record's bit stays. */
+static inline __attribute__((always_inline)) bool
+take_locked(struct region *r, const struct record *rec, uintptr_t p, struct hs_md_ptr_info *out)
+{
+    struct bit b = bit_of(p);
+    if (!bit_clear(r, b))
+        return false;
+    record_read(rec, p, out);
+    if (__builtin_expect(out->damaged, 0))
+        bit_set(r, b); /* stays: see pointer_table.h */
+    return true;
+}
+
+static __attribute__((noinline)) bool remove_general(struct region *r, uintptr_t p,
+                                                     struct hs_md_ptr_info *out)
+{
+    const struct record *rec = record_of(p);
+    hs_spin_lock(&r->lock);
+    bool live = take_locked(r, rec, p, out);
+    hs_spin_unlock(&r->lock);
+    return live;
 }
 
 bool hs_md_ptr_remove(const void *ptr, struct hs_md_ptr_info *out)
 {
-    uintptr_t key = ~(uintptr_t)ptr;
-    uint64_t h = mix((uintptr_t)ptr);
-    struct shard *s = shard_of((uintptr_t)ptr);
-    hs_spin_lock(&s->lock);
-    size_t i = lookup(s, key, h);
-    if (i == SIZE_MAX) {
-        hs_spin_unlock(&s->lock);
+    uintptr_t p = (uintptr_t)ptr;
+    struct region *r = (p & 15) ? NULL : region_of(p);
+    if (!r)
         return false;
-    }
-    out->size = s->slots[i].size;
-    out->bt = s->slots[i].bt;
-    erase(s, i);
-    hs_spin_unlock(&s->lock);
-    return true;
+    if (__builtin_expect(hs_md.guarded || !hs_spin_trylock_fast(&r->lock), 0))
+        return remove_general(r, p, out);
+    bool live = take_locked(r, record_in_front(p), p, out);
+    hs_spin_unlock(&r->lock);
+    return live;
 }
 
 static bool find(const void *ptr, struct hs_md_ptr_info *out, bool ref)
 {
-    uintptr_t key = ~(uintptr_t)ptr;
-    uint64_t h = mix((uintptr_t)ptr);
-    struct shard *s = shard_of((uintptr_t)ptr);
-    hs_spin_lock(&s->lock);
-    size_t i = lookup(s, key, h);
-    if (i != SIZE_MAX && out) {
-        out->size = s->slots[i].size;
-        out->bt = s->slots[i].bt;
+    uintptr_t p = (uintptr_t)ptr;
+    struct region *r = (p & 15) ? NULL : region_of(p);
+    if (!r)
+        return false;
+    const struct record *rec = record_of(p);
+    struct bit b = bit_of(p);
+    hs_spin_lock(&r->lock);
+    bool live = (r->bits[b.word] & b.mask) != 0;
+    if (live && out) {
+        record_read(rec, p, out);
         if (ref)
-            hs_md_bt_ref(out->bt); /* lock order: shard, then backtrace table */
+            hs_md_bt_ref(out->bt); /* lock order: region, then backtrace table */
     }
-    hs_spin_unlock(&s->lock);
-    return i != SIZE_MAX;
+    hs_spin_unlock(&r->lock);
+    return live;
 }
 
 bool hs_md_ptr_find(const void *ptr, struct hs_md_ptr_info *out)
@@ -232,64 +299,90 @@ bool hs_md_ptr_find_ref(const void *ptr, struct hs_md_ptr_info *out)
 size_t hs_md_ptr_count(void)
 {
     size_t n = 0;
-    for (int i = 0; i < SHARDS; i++)
-        n += __atomic_load_n(&g_shards[i].count, __ATOMIC_RELAXED);
+    for (struct region *r = __atomic_load_n(&g_regions, __ATOMIC_ACQUIRE); r; r = r->next)
+        n += __atomic_load_n(&r->count, __ATOMIC_RELAXED);
     return n;
 }
 
 size_t hs_md_ptr_peak(void)
 {
     size_t n = 0;
-    for (int i = 0; i < SHARDS; i++)
-        n += __atomic_load_n(&g_shards[i].peak, __ATOMIC_RELAXED);
+    for (struct region *r = __atomic_load_n(&g_regions, __ATOMIC_ACQUIRE); r; r = r->next)
+        n += __atomic_load_n(&r->peak, __ATOMIC_RELAXED);
     return n;
 }
 
 void hs_md_ptr_lock_all(void)
 {
-    for (int i = 0; i < SHARDS; i++) {
-        hs_spin_lock(&g_shards[i].lock);
-#if HS_ASSERT_EXPENSIVE
-        check_shard(&g_shards[i]);
-#endif
-    }
+    hs_spin_lock(&g_create_lock); /* no region appears meanwhile */
+    for (struct region *r = g_regions; r; r = r->next)
+        hs_spin_lock(&r->lock);
 }
 
 void hs_md_ptr_unlock_all(void)
 {
-    for (int i = SHARDS - 1; i >= 0; i--)
-        hs_spin_unlock(&g_shards[i].lock);
+    for (struct region *r = g_regions; r; r = r->next)
+        hs_spin_unlock(&r->lock);
+    hs_spin_unlock(&g_create_lock);
+}
+
+/* Calls visit for every live pointer of r, in address order (lock held). Inline with a
+ * constant visit, so that listing 10^7 blocks makes no call per block. */
+static inline __attribute__((always_inline)) void
+for_each_live(const struct region *r, void (*visit)(uintptr_t p, void *arg), void *arg)
+{
+    for (size_t s = 0; s < SUMMARY_WORDS; s++) {
+        for (uint64_t sw = r->summary[s]; sw; sw &= sw - 1) {
+            size_t w = s * 64 + (size_t)__builtin_ctzll(sw);
+            for (uint64_t bw = r->bits[w]; bw; bw &= bw - 1)
+                visit(r->base + ((w * 64 + (size_t)__builtin_ctzll(bw)) << GRANULE_SHIFT), arg);
+        }
+    }
+}
+
+struct foreach_args {
+    void (*fn)(uintptr_t ptr, const struct hs_md_ptr_info *info, void *arg);
+    void *arg;
+};
+
+static void foreach_visit(uintptr_t p, void *arg)
+{
+    const struct foreach_args *a = arg;
+    struct hs_md_ptr_info info;
+    record_read(record_of(p), p, &info);
+    a->fn(p, &info, a->arg);
 }
 
 void hs_md_ptr_foreach_locked(void (*fn)(uintptr_t ptr, const struct hs_md_ptr_info *info,
                                          void *arg),
                               void *arg)
 {
-    for (int i = 0; i < SHARDS; i++) {
-        const struct shard *s = &g_shards[i];
-        for (size_t j = 0; j < s->capacity; j++) {
-            if (s->slots[j].key) {
-                struct hs_md_ptr_info info = {s->slots[j].size, s->slots[j].bt};
-                fn(~s->slots[j].key, &info, arg);
-            }
-        }
+    struct foreach_args a = {fn, arg};
+    for (struct region *r = g_regions; r; r = r->next)
+        for_each_live(r, foreach_visit, &a);
+}
+
+struct list_args {
+    uintptr_t (*out)[2];
+    size_t cap, n;
+};
+
+static inline __attribute__((always_inline)) void list_visit(uintptr_t p, void *arg)
+{
+    struct list_args *a = arg;
+    if (a->n < a->cap) {
+        struct hs_md_ptr_info info;
+        record_read(record_of(p), p, &info);
+        a->out[a->n][0] = p;
+        a->out[a->n][1] = info.size;
     }
+    a->n++;
 }
 
 size_t hs_md_ptr_list_locked(uintptr_t (*out)[2], size_t cap)
 {
-    size_t n = 0;
-    for (int i = 0; i < SHARDS; i++) {
-        const struct entry *e = g_shards[i].slots, *end = e + g_shards[i].capacity;
-        for (; e < end; e++) {
-            if (!e->key)
-                continue;
-            if (n < cap) {
-                out[n][0] = ~e->key;
-                out[n][1] = e->size;
-            }
-            n++;
-        }
-    }
-    return n;
+    struct list_args a = {out, cap, 0};
+    for (struct region *r = g_regions; r; r = r->next)
+        for_each_live(r, list_visit, &a);
+    return a.n;
 }

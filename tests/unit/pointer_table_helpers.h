@@ -13,7 +13,7 @@
  * backtrace record (the table holds the reference). */
 static struct hs_md_bt *add(uintptr_t ptr, size_t size, size_t n, const uintptr_t *frames)
 {
-    struct hs_md_ptr_info info = {size, hs_md_bt_acquire(frames, n)};
+    struct hs_md_ptr_info info = {.size = size, .bt = hs_md_bt_acquire(frames, n)};
     CHECK(hs_md_ptr_add((void *)ptr, &info));
     return info.bt;
 }

@@ -1,62 +1,51 @@
-/* test_pointer_table.c: malloc debug's live-allocation table (src/malloc_debug/pointer_table.c),
- * its deletion above all: backward shift in a probe run that wraps from the last slot of a
- * shard to the first, removal of each position of such a run, random operations against a
- * simple model with every key in one shard (long runs, growth, wrap-arounds), and threads
- * adding and removing at once (run under ThreadSanitizer by the sanitizer leg).
- *
- * The test picks keys by where they land, so it repeats the table's hash (mix, the top 6 bits
- * for the shard, the low bits for the home slot): if pointer_table.c's hash changes, the
- * placement checks below fail and say so.
+/* test_pointer_table.c: malloc debug's live-allocation table (src/malloc_debug/pointer_table.c)
+ * on real memory, as the shim uses it: each block's record in the 16 bytes in front of it
+ * (hs_md.track_offset), the live bits in per-region bitmaps. Checked: what goes in comes back
+ * (size, backtrace, lead); any pointer may be asked about without anything being read at it
+ * (misaligned, above user space, in no region, on a PROT_NONE page); a record the program
+ * overwrote is reported as damaged and its block stays; region edges; listing order and cap;
+ * size limits; random operations against a model over three regions; threads adding and
+ * removing their own blocks and each other's (run under ThreadSanitizer by the sanitizer leg).
  */
 #define _GNU_SOURCE
 #include "check.h"
 
+#include "debug_state.h"
 #include "pointer_table.h"
 
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
-#define SHARDS 64
-#define MIN_CAPACITY 64
+#define REGION ((uintptr_t)64 << 20)
+#define REGIONS 4
 
-static uint64_t mix(uintptr_t p)
+static uintptr_t g_base; /* REGIONS regions of readable, writable memory, region-aligned */
+
+static void map_backing(void)
 {
-    uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 29);
+    size_t len = (REGIONS + 1) * REGION;
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (m == MAP_FAILED)
+        abort();
+    g_base = ((uintptr_t)m + REGION - 1) & ~(REGION - 1);
 }
 
-static unsigned shard_of(uintptr_t p)
-{
-    return (unsigned)(mix(p) >> 58);
-}
-
-static size_t home_of(uintptr_t p, size_t capacity)
-{
-    return (size_t)mix(p) & (capacity - 1);
-}
-
-/* The next 16-aligned pointer from *cursor in `shard` whose home slot (at `capacity`)
- * is `home`. */
-static uintptr_t find_key(uintptr_t *cursor, unsigned shard, size_t capacity, size_t home)
-{
-    for (;;) {
-        uintptr_t p = (*cursor += 16);
-        if (shard_of(p) == shard && home_of(p, capacity) == home)
-            return p;
-    }
-}
-
-static bool has(uintptr_t p, size_t size)
+static bool find_size(uintptr_t p, size_t *size)
 {
     struct hs_md_ptr_info info;
-    return hs_md_ptr_find((void *)p, &info) && info.size == size && info.bt == NULL;
+    if (!hs_md_ptr_find((void *)p, &info))
+        return false;
+    *size = info.size;
+    return !info.damaged;
 }
 
 static void add_plain(uintptr_t p, size_t size)
 {
-    struct hs_md_ptr_info info = {size, NULL};
+    struct hs_md_ptr_info info = {.size = size};
     CHECK(hs_md_ptr_add((void *)p, &info));
 }
 
@@ -69,63 +58,166 @@ static bool remove_plain(uintptr_t p, size_t *size)
     return true;
 }
 
-/* A run of keys whose homes are the last two slots of a 64-slot shard, so that the run wraps
- * to slots 0, 1, ...; removing any one of them must leave the others findable. */
-static void test_wrap_around(void)
+static void test_round_trip(void)
 {
-    enum { RUN = 6 };
-    static const size_t homes[RUN] = {62, 63, 62, 63, 0, 63};
-    uintptr_t cursor = 0x10000000;
-    for (size_t victim = 0; victim < RUN; victim++) {
-        check_context("remove one key of a run wrapping around the end of the shard");
-        uintptr_t keys[RUN];
-        for (size_t i = 0; i < RUN; i++)
-            keys[i] = find_key(&cursor, 5, MIN_CAPACITY, homes[i]);
-        for (size_t i = 0; i < RUN; i++)
-            add_plain(keys[i], 100 + i);
-        size_t size = 0;
-        CHECK(remove_plain(keys[victim], &size));
-        CHECK_EQ(size, 100 + victim);
-        CHECK(!hs_md_ptr_find((void *)keys[victim], NULL));
-        for (size_t i = 0; i < RUN; i++)
-            if (i != victim)
-                CHECK(has(keys[i], 100 + i));
-        /* Then the rest, in an order that walks the run backwards. */
-        for (size_t k = RUN; k-- > 0;) {
-            if (k == victim)
-                continue;
-            CHECK(remove_plain(keys[k], &size));
-            CHECK_EQ(size, 100 + k);
-            for (size_t i = 0; i < k; i++)
-                if (i != victim)
-                    CHECK(has(keys[i], 100 + i));
-        }
-        CHECK_EQ(hs_md_ptr_count(), 0);
-    }
+    check_context("an entry comes back as it went in");
+    uintptr_t p = g_base + 4096;
+    struct hs_md_bt *bt = (struct hs_md_bt *)(uintptr_t)0x7f0000001230; /* never followed */
+    struct hs_md_ptr_info in = {.size = 12345, .bt = bt, .lead_shift = 6};
+    CHECK(hs_md_ptr_add((void *)p, &in));
+    uint64_t record[2];
+    memcpy(record, (void *)(p - 16), 16);
+    CHECK(record[1] == (uint64_t)(uintptr_t)bt); /* the record is in front of the block */
+    struct hs_md_ptr_info out;
+    CHECK(hs_md_ptr_find((void *)p, &out));
+    CHECK_EQ(out.size, 12345);
+    CHECK(out.bt == bt && out.lead_shift == 6 && !out.damaged);
+    CHECK_EQ(hs_md_ptr_count(), 1);
+    CHECK(hs_md_ptr_remove((void *)p, &out));
+    CHECK(out.size == 12345 && out.bt == bt && out.lead_shift == 6);
+    CHECK(!hs_md_ptr_find((void *)p, NULL));
+    CHECK(!hs_md_ptr_remove((void *)p, &out));
+    CHECK_EQ(hs_md_ptr_count(), 0);
 }
 
-/* Random adds, removes and finds with every key in one shard, against an array of what
- * should be there. The shard grows from 64 slots to 2048 on the way. */
+static void test_bad_pointers(void)
+{
+    check_context("pointers the table does not know are never read");
+    uintptr_t live = g_base + REGION + 64;
+    add_plain(live, 10);
+    struct hs_md_ptr_info out;
+    /* A page in the same region with no access: asking about it must not touch it. */
+    uintptr_t locked = g_base + REGION + 8 * 4096;
+    CHECK(mprotect((void *)locked, 4096, PROT_NONE) == 0);
+    CHECK(!hs_md_ptr_find((void *)(locked + 16), &out));
+    CHECK(!hs_md_ptr_remove((void *)(locked + 16), &out));
+    CHECK(!hs_md_ptr_find((void *)(locked + 4096 - 16), NULL));
+    CHECK(mprotect((void *)locked, 4096, PROT_READ | PROT_WRITE) == 0);
+    /* Misaligned (inside the live block), above user space, in a region never used, NULL. */
+    CHECK(!hs_md_ptr_remove((void *)(live + 8), &out));
+    CHECK(!hs_md_ptr_find((void *)(live + 1), &out));
+    CHECK(!hs_md_ptr_remove((void *)((uintptr_t)1 << 52), &out));
+    CHECK(!hs_md_ptr_find((void *)~(uintptr_t)15, &out));
+    CHECK(!hs_md_ptr_remove((void *)(g_base + 3 * REGION + 32), &out));
+    CHECK(!hs_md_ptr_find(NULL, &out));
+    CHECK_EQ(hs_md_ptr_count(), 1);
+    size_t size = 0;
+    CHECK(remove_plain(live, &size) && size == 10);
+    /* Above user space an add fails (glibc never hands out such a pointer). */
+    struct hs_md_ptr_info in = {.size = 1};
+    CHECK(!hs_md_ptr_add((void *)((uintptr_t)1 << 47), &in));
+    CHECK_EQ(hs_md_ptr_count(), 0);
+}
+
+static void count_one(uintptr_t p, const struct hs_md_ptr_info *info, void *arg)
+{
+    (void)p;
+    size_t *n = arg;
+    n[0]++;
+    if (info->damaged)
+        n[1]++;
+}
+
+static void test_damaged_record(void)
+{
+    check_context("a record the program overwrote");
+    uintptr_t p = g_base + 2 * REGION + 256;
+    struct hs_md_ptr_info in = {.size = 48, .bt = (struct hs_md_bt *)(uintptr_t)0x1000};
+    CHECK(hs_md_ptr_add((void *)p, &in));
+    memset((void *)(p - 16), 0x41, 16); /* an underflow */
+    struct hs_md_ptr_info out;
+    CHECK(hs_md_ptr_find((void *)p, &out));
+    CHECK(out.damaged && out.size == 0 && out.bt == NULL && out.tag == 0x41414141);
+    /* remove says live and damaged, and leaves the block in the table. */
+    CHECK(hs_md_ptr_remove((void *)p, &out));
+    CHECK(out.damaged && out.bt == NULL);
+    CHECK(hs_md_ptr_find((void *)p, NULL));
+    CHECK_EQ(hs_md_ptr_count(), 1);
+    size_t n[2] = {0, 0};
+    hs_md_ptr_lock_all();
+    hs_md_ptr_foreach_locked(count_one, n);
+    hs_md_ptr_unlock_all();
+    CHECK(n[0] == 1 && n[1] == 1);
+    /* A single flipped bit is seen too (here one of the check's own). */
+    CHECK(hs_md_ptr_restore((void *)p, &in));
+    CHECK_EQ(hs_md_ptr_count(), 1);
+    ((uint8_t *)(p - 16))[7] ^= 4;
+    CHECK(hs_md_ptr_find((void *)p, &out) && out.damaged);
+    /* Restored, it is whole again and goes. */
+    CHECK(hs_md_ptr_restore((void *)p, &in));
+    CHECK(hs_md_ptr_remove((void *)p, &out) && !out.damaged && out.size == 48);
+    CHECK_EQ(hs_md_ptr_count(), 0);
+}
+
+static void collect(uintptr_t p, const struct hs_md_ptr_info *info, void *arg)
+{
+    uintptr_t *seen = arg;
+    seen[++seen[0]] = p;
+    seen[64 + seen[0]] = info->size;
+}
+
+static void test_region_edges_and_listing(void)
+{
+    check_context("region edges, listing order and cap, size limits");
+    /* First and last granules of a region, and the first of the next one. */
+    uintptr_t ptrs[] = {g_base + 16, g_base + REGION - 16, g_base + REGION, g_base + REGION + 4096 * 64};
+    for (size_t i = 0; i < 4; i++)
+        add_plain(ptrs[i], 100 + i);
+    uintptr_t seen[130] = {0};
+    uintptr_t list[4][2];
+    hs_md_ptr_lock_all();
+    hs_md_ptr_foreach_locked(collect, seen);
+    size_t total = hs_md_ptr_list_locked(list, 3);
+    hs_md_ptr_unlock_all();
+    CHECK_EQ(seen[0], 4);
+    CHECK_EQ(total, 4);
+    /* Every pointer once, ascending within a region, and the list in the same order. */
+    size_t found = 0;
+    for (size_t i = 1; i <= seen[0]; i++) {
+        for (size_t j = 0; j < 4; j++)
+            if (seen[i] == ptrs[j]) {
+                found++;
+                CHECK_EQ(seen[64 + i], 100 + j);
+            }
+        if (i > 1 && (seen[i] & ~(REGION - 1)) == (seen[i - 1] & ~(REGION - 1)))
+            CHECK(seen[i] > seen[i - 1]);
+        if (i <= 3)
+            CHECK(list[i - 1][0] == seen[i] && list[i - 1][1] == seen[64 + i]);
+    }
+    CHECK_EQ(found, 4);
+    for (size_t i = 0; i < 4; i++) {
+        size_t size = 0;
+        CHECK(remove_plain(ptrs[i], &size) && size == 100 + i);
+    }
+    /* The largest size a record holds, and one more (the add fails, nothing is added). */
+    add_plain(g_base + 512, HS_MD_PTR_MAX_SIZE);
+    size_t size = 0;
+    CHECK(find_size(g_base + 512, &size) && size == HS_MD_PTR_MAX_SIZE);
+    CHECK(remove_plain(g_base + 512, &size));
+    struct hs_md_ptr_info big = {.size = HS_MD_PTR_MAX_SIZE + 1};
+    CHECK(!hs_md_ptr_add((void *)(g_base + 512), &big));
+    CHECK(!hs_md_ptr_find((void *)(g_base + 512), NULL));
+    CHECK_EQ(hs_md_ptr_count(), 0);
+    CHECK(hs_md_ptr_peak() >= 4);
+}
+
+/* Random adds, removes and finds over three regions, against an array of what should be
+ * there; neighbouring blocks 48 bytes apart share bitmap words. */
 static void test_against_model(void)
 {
-    check_context("random operations in one shard against a model");
-    enum { KEYS = 900, OPS = 60000 };
+    check_context("random operations against a model");
+    enum { KEYS = 3000, OPS = 200000 };
     uintptr_t *keys = calloc(KEYS, sizeof(*keys));
     size_t *sizes = calloc(KEYS, sizeof(*sizes)); /* 0: absent */
-    uintptr_t cursor = 0x20000000;
-    for (size_t i = 0; i < KEYS; i++) {
-        do
-            cursor += 16;
-        while (shard_of(cursor) != 9);
-        keys[i] = cursor;
-    }
+    for (size_t i = 0; i < KEYS; i++)
+        keys[i] = g_base + (i % 3) * REGION + 32 + (i / 3) * 48;
     uint64_t rng = 0x2545f4914f6cdd1dull;
     size_t live = 0, bad = 0;
     for (size_t op = 0; op < OPS; op++) {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        size_t i = (size_t)(rng >> 8) % (op < OPS / 2 ? KEYS : KEYS / 3);
+        size_t i = (size_t)(rng >> 8) % KEYS;
         size_t got = 0;
         switch (rng % 3) {
         case 0:
@@ -143,48 +235,57 @@ static void test_against_model(void)
             sizes[i] = 0;
             break;
         default:
-            if (sizes[i] ? !has(keys[i], sizes[i]) : hs_md_ptr_find((void *)keys[i], NULL))
+            if (sizes[i] ? !find_size(keys[i], &got) || got != sizes[i]
+                         : hs_md_ptr_find((void *)keys[i], NULL))
                 bad++;
             break;
         }
     }
     CHECK_EQ(bad, 0);
     CHECK_EQ(hs_md_ptr_count(), live);
+    uintptr_t (*list)[2] = calloc(KEYS, sizeof(*list));
+    hs_md_ptr_lock_all();
+    CHECK_EQ(hs_md_ptr_list_locked(list, KEYS), live);
+    hs_md_ptr_unlock_all();
+    for (size_t k = 0; k < live; k++) {
+        size_t got = 0;
+        CHECK(find_size(list[k][0], &got) && got == list[k][1]);
+    }
     for (size_t i = 0; i < KEYS; i++) {
         size_t got = 0;
         if (sizes[i])
             CHECK(remove_plain(keys[i], &got) && got == sizes[i]);
-        else
-            CHECK(!hs_md_ptr_find((void *)keys[i], NULL));
     }
     CHECK_EQ(hs_md_ptr_count(), 0);
+    free(list);
     free(keys);
     free(sizes);
 }
 
-/* Threads adding and removing their own keys at once, in every shard. */
+/* Threads adding and removing their own blocks, in a region of their own and in a shared
+ * one, and removing blocks the main thread added. */
 enum { THREADS = 4, PER_THREAD = 20000 };
 
 static void *worker(void *arg)
 {
-    uintptr_t base = 0x40000000 + (uintptr_t)arg * 0x10000000;
+    uintptr_t t = (uintptr_t)arg;
+    uintptr_t own = g_base + (t % 2) * REGION + (t / 2) * (REGION / 2);
+    uintptr_t shared = g_base + 3 * REGION + t * 16; /* interleaved with the other threads' */
     size_t bad = 0;
     for (int round = 0; round < 3; round++) {
         for (uintptr_t i = 0; i < PER_THREAD; i++) {
-            struct hs_md_ptr_info info = {i + 1, NULL};
-            if (!hs_md_ptr_add((void *)(base + i * 16), &info))
+            struct hs_md_ptr_info info = {.size = i + 1};
+            if (!hs_md_ptr_add((void *)(own + i * 16 + 16), &info) ||
+                !hs_md_ptr_add((void *)(shared + i * 16 * THREADS), &info))
                 bad++;
         }
-        for (uintptr_t i = 0; i < PER_THREAD; i += 2) {
+        for (uintptr_t i = 0; i < PER_THREAD; i++) {
             struct hs_md_ptr_info out;
-            if (!hs_md_ptr_remove((void *)(base + i * 16), &out) || out.size != i + 1)
+            if (!hs_md_ptr_remove((void *)(own + i * 16 + 16), &out) || out.size != i + 1)
                 bad++;
-        }
-        for (uintptr_t i = 1; i < PER_THREAD; i += 2) {
-            struct hs_md_ptr_info out;
-            if (!hs_md_ptr_find((void *)(base + i * 16), &out) || out.size != i + 1)
+            if (!hs_md_ptr_find((void *)(shared + i * 16 * THREADS), &out) || out.size != i + 1)
                 bad++;
-            if (!hs_md_ptr_remove((void *)(base + i * 16), &out))
+            if (!hs_md_ptr_remove((void *)(shared + i * 16 * THREADS), &out))
                 bad++;
         }
     }
@@ -210,7 +311,12 @@ static void test_threads(void)
 
 int main(void)
 {
-    test_wrap_around();
+    map_backing();
+    hs_md.track_offset = HS_MD_TRACK_RECORD;
+    test_round_trip();
+    test_bad_pointers();
+    test_damaged_record();
+    test_region_edges_and_listing();
     test_against_model();
     test_threads();
     return check_report();
