@@ -97,6 +97,19 @@ class PointerReports(Case):
             "+++ ALLOCATION %s HAS INVALID TAG 0 (free)" % r.values["ptr"]], "free_it")
         self.assertEqual(end, len(r.log), "the real free afterwards is clean")
 
+    def test_underflow_damaging_the_tracking_record(self):
+        # A tracking option without a guard keeps the block's record (size, backtrace) in
+        # the 16 bytes in front of it: an underflow over them is reported when the block is
+        # freed (as Android reports a bad header tag), and the block is left alone, so the
+        # leak check at exit still lists it (its size was in the record).
+        r = run([BUGS, "front_underflow_many"], "leak_track")
+        self.assertEqual(r.returncode, 0)
+        end = self.assert_report(r.log, [
+            "+++ ALLOCATION %s HAS INVALID TAG 55555555 (free)" % r.values["ptr"]], "free_it")
+        leaks = [l for l in r.log[end:] if "leaked block" in l]
+        self.assertTrue(any("leaked block of size 0 at %s " % r.values["ptr"] in l for l in leaks),
+                        leaks)
+
     def test_usable_size_of_interior_pointer(self):
         r = run([BUGS, "usable_size_interior"], "front_guard")
         self.assert_report(r.log, [
