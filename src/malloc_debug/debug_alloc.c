@@ -420,7 +420,30 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
 /* The short paths (hs_md.lean: only the pointer table and backtraces are on). They do what
  * debug_alloc and hs_md_debug_free do for such a configuration, minus the checks that cannot
  * apply: no header, no guarded memory, no fill, no free queue. */
-void *hs_md_lean_malloc(size_t size)
+
+void *hs_md_lean_malloc_untraced(size_t size)
+{
+    hs_md_serve_requests();
+    hs_md_heap_dump_if_requested();
+    if (size == 0)
+        size = 1;
+    size_t total;
+    if (__builtin_add_overflow(size, hs_md.extra_bytes + HS_MD_TRACK_RECORD, &total))
+        return fail_enomem();
+    char *orig = __libc_malloc(total);
+    if (!orig)
+        return NULL;
+    char *p = orig + HS_MD_TRACK_RECORD;
+    struct hs_md_ptr_info info = {.size = size, .lead_shift = lead_shift_of(HS_MD_TRACK_RECORD)};
+    if (__builtin_expect(!hs_md_ptr_add(p, &info), 0)) {
+        __libc_free(orig); /* as in hs_md_lean_malloc_traced */
+        hs_md_note_out_of_memory();
+        return fail_enomem();
+    }
+    return p;
+}
+
+void *hs_md_lean_malloc_traced(size_t size)
 {
     hs_md_serve_requests();
     hs_md_heap_dump_if_requested();

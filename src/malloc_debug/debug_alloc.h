@@ -7,6 +7,8 @@
 #ifndef HEAPSCOPE_MALLOC_DEBUG_DEBUG_ALLOC_H
 #define HEAPSCOPE_MALLOC_DEBUG_DEBUG_ALLOC_H
 
+#include "debug_state.h"
+
 #include <stddef.h>
 
 void *hs_md_debug_malloc(size_t size);
@@ -19,8 +21,17 @@ void *hs_md_debug_aligned_alloc(size_t alignment, size_t size);
 void *hs_md_debug_pvalloc(size_t size);
 size_t hs_md_debug_malloc_usable_size(void *ptr);
 
-/* malloc and free when hs_md.lean (debug_state.h): the same results, fewer checks. */
-void *hs_md_lean_malloc(size_t size);
+/* malloc and free when hs_md.lean (debug_state.h): the same results, fewer checks. malloc
+ * has two: with allocation backtraces, and without (no capture, so no frame array and a
+ * shorter prologue). */
+void *hs_md_lean_malloc_traced(size_t size);
+void *hs_md_lean_malloc_untraced(size_t size);
 void hs_md_lean_free(void *ptr);
+
+static inline void *hs_md_lean_malloc(size_t size)
+{
+    return (hs_md.cfg.options & HS_OPT_BACKTRACE) ? hs_md_lean_malloc_traced(size)
+                                                  : hs_md_lean_malloc_untraced(size);
+}
 
 #endif
