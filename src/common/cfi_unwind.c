@@ -586,44 +586,73 @@ static inline __attribute__((always_inline)) uint32_t rule_of(uintptr_t pc, bool
     return miss_in_self(pc);
 }
 
+/* One step of a walk: from the frame at *pc (its state *sp, *bp) to its caller, whose call
+ * site (return address - 1) becomes *pc. A return address's rule is its call instruction's
+ * (ra - 1: a call can be the last instruction of a function). */
+enum step { STEP_OK, STEP_END, STEP_FALLBACK };
+
+static inline __attribute__((always_inline)) enum step step(uintptr_t *pc, uintptr_t *sp,
+                                                            uintptr_t *bp, bool may_miss)
+{
+    uint32_t rule = rule_of(*pc, may_miss);
+    if (rule <= RULE_LAST) /* RULE_FALLBACK or RULE_LAST */
+        return rule == RULE_LAST ? STEP_END : STEP_FALLBACK;
+    uintptr_t offset = (uintptr_t)(rule << 2) & (1023u << 3); /* bits 1-10, times 8 */
+    uintptr_t cfa;
+    if (rule & 1) {
+        cfa = *bp + offset;
+        if (cfa - *sp - 1 >= ((uintptr_t)1 << 24))
+            return STEP_FALLBACK; /* the stack must grow up, in sane steps */
+    } else {
+        cfa = *sp + offset; /* 8 to 8184 bytes up (a rule's offset is never 0): no test */
+    }
+    uintptr_t ra = *(const uintptr_t *)(cfa - 8);
+    uint32_t k = rule >> 11;
+    if (k)
+        *bp = *(const uintptr_t *)(cfa - 8 * (uintptr_t)k);
+    *sp = cfa;
+    if (ra == 0)
+        return STEP_END;
+    /* A return address into a signal trampoline makes the next lookup (ra - 1) fall back
+     * (miss() caches that), before any further frame is stored. */
+    *pc = ra - 1;
+    return STEP_OK;
+}
+
 /* The walk from (pc, sp, bp), the state at instruction pc of the frame it starts at. Frame 0
- * is that frame at pc itself; the others are return addresses, whose rule is the call
- * instruction's (pc - 1: a call can be the last instruction of a function), and whose call
- * site (ra - 1) is what is stored. */
+ * is that frame at pc itself; the others are return addresses, whose call sites are stored.
+ * Two loops: the leading frames that are skipped or dropped, then the ones stored, which
+ * test nothing but the end of the stack and of frames. The walk stops once frames is full:
+ * every frame stored came from a cached CFI rule, so it is libunwind's whatever lies above. */
 static inline __attribute__((always_inline)) size_t walk(uintptr_t pc, uintptr_t sp, uintptr_t bp,
                                                          uintptr_t *frames, size_t max,
                                                          size_t skip, uintptr_t drop_start,
                                                          uintptr_t drop_end, bool may_miss)
 {
-    uintptr_t *out = frames, *const end = frames + max;
-    size_t to_skip = skip;
-    uintptr_t lookup = pc;
-    for (size_t depth = 0; depth < MAX_DEPTH; depth++) {
-        uint32_t rule = rule_of(lookup, may_miss);
-        if (rule <= RULE_LAST) /* RULE_FALLBACK or RULE_LAST */
-            return rule == RULE_LAST ? (size_t)(out - frames) : HS_CFI_FALLBACK;
-        uintptr_t cfa = ((rule & 1) ? bp : sp) + (uintptr_t)((rule >> 1) & 1023) * 8;
-        if (cfa - sp - 1 >= ((uintptr_t)1 << 24))
-            return HS_CFI_FALLBACK; /* the stack must grow up, in sane steps */
-        uintptr_t ra = *(const uintptr_t *)(cfa - 8);
-        uint32_t k = rule >> 11;
-        if (k)
-            bp = *(const uintptr_t *)(cfa - 8 * (uintptr_t)k);
-        sp = cfa;
-        if (ra == 0)
-            break;
-        lookup = ra - 1;
-        /* A return address into a signal trampoline makes the next lookup (ra - 1) fall back
-         * (miss() caches that), before any further frame is stored. */
-        if (to_skip) {
-            to_skip--;
-        } else if (out == frames && lookup - drop_start < drop_end - drop_start) {
-            /* a leading frame in the drop range: not stored */
-        } else {
-            if (out == end)
+    if (max == 0)
+        return 0;
+    size_t depth = 0;
+    enum step s;
+    /* Frame 0, then the skipped frames, then the leading call sites in the drop range. */
+    do {
+        s = step(&pc, &sp, &bp, may_miss);
+        if (s != STEP_OK)
+            return s == STEP_END ? 0 : HS_CFI_FALLBACK;
+        if (++depth >= MAX_DEPTH)
+            return 0;
+    } while (depth <= skip || pc - drop_start < drop_end - drop_start);
+    /* Both bounds in one: the frames left, and the steps left before MAX_DEPTH. */
+    size_t room = MAX_DEPTH - depth < max ? MAX_DEPTH - depth : max;
+    uintptr_t *out = frames, *const end = frames + room;
+    *out++ = pc;
+    while (out != end) {
+        s = step(&pc, &sp, &bp, may_miss);
+        if (s != STEP_OK) {
+            if (s == STEP_END)
                 break;
-            *out++ = lookup;
+            return HS_CFI_FALLBACK;
         }
+        *out++ = pc;
     }
     return (size_t)(out - frames);
 }
