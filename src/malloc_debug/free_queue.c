@@ -216,9 +216,9 @@ static void verify(const struct freed *f)
     }
     const uint8_t *p = f->ptr;
     size_t n = checked_bytes(f);
-    size_t first_bad = hs_md_first_mismatch(p, n, cfg->fill_free_value);
-    if (first_bad == n)
+    if (__builtin_expect(hs_md_all_equal(p, n, cfg->fill_free_value), 1))
         return;
+    size_t first_bad = hs_md_first_mismatch(p, n, cfg->fill_free_value);
     hs_md_report_begin();
     hs_log("+++ ALLOCATION %p USED AFTER FREE", f->ptr);
     for (size_t i = first_bad; i < n; i++)
