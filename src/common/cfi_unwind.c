@@ -623,24 +623,32 @@ static inline __attribute__((always_inline)) enum step step(uintptr_t *pc, uintp
  * is that frame at pc itself; the others are return addresses, whose call sites are stored.
  * Two loops: the leading frames that are skipped or dropped, then the ones stored, which
  * test nothing but the end of the stack and of frames. The walk stops once frames is full:
- * every frame stored came from a cached CFI rule, so it is libunwind's whatever lies above. */
+ * every frame stored came from a cached CFI rule, so it is libunwind's whatever lies above.
+ * at_call_site: (pc, sp, bp) is already a caller's state at a call site, where frame 0's
+ * first step would have led (HS_CFI_GET_CALLER): the walk starts as if after that step. */
 static inline __attribute__((always_inline)) size_t walk(uintptr_t pc, uintptr_t sp, uintptr_t bp,
                                                          uintptr_t *frames, size_t max,
                                                          size_t skip, uintptr_t drop_start,
-                                                         uintptr_t drop_end, bool may_miss)
+                                                         uintptr_t drop_end, bool may_miss,
+                                                         bool at_call_site)
 {
     if (max == 0)
         return 0;
-    size_t depth = 0;
+    size_t depth = 1;
     enum step s;
-    /* Frame 0, then the skipped frames, then the leading call sites in the drop range. */
-    do {
+    if (!at_call_site) { /* frame 0 */
+        s = step(&pc, &sp, &bp, may_miss);
+        if (s != STEP_OK)
+            return s == STEP_END ? 0 : HS_CFI_FALLBACK;
+    }
+    /* The skipped frames, then the leading call sites in the drop range. */
+    while (depth <= skip || pc - drop_start < drop_end - drop_start) {
         s = step(&pc, &sp, &bp, may_miss);
         if (s != STEP_OK)
             return s == STEP_END ? 0 : HS_CFI_FALLBACK;
         if (++depth >= MAX_DEPTH)
             return 0;
-    } while (depth <= skip || pc - drop_start < drop_end - drop_start);
+    }
     /* Both bounds in one: the frames left, and the steps left before MAX_DEPTH. */
     size_t room = MAX_DEPTH - depth < max ? MAX_DEPTH - depth : max;
     uintptr_t *out = frames, *const end = frames + room;
@@ -665,7 +673,7 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
     struct hs_cfi_context self;
     /* This function's own state, as unw_getcontext would take it. */
     HS_CFI_GET_CONTEXT(&self);
-    return walk(self.pc, self.sp, self.bp, frames, max, skip, 0, 0, may_miss);
+    return walk(self.pc, self.sp, self.bp, frames, max, skip, 0, 0, may_miss, false);
 }
 
 size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, size_t max,
@@ -673,7 +681,16 @@ size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, 
 {
     if (ctx->pc == 0)
         return HS_CFI_FALLBACK;
-    return walk(ctx->pc, ctx->sp, ctx->bp, frames, max, skip, drop_start, drop_end, may_miss);
+    return walk(ctx->pc, ctx->sp, ctx->bp, frames, max, skip, drop_start, drop_end, may_miss,
+                false);
+}
+
+size_t hs_cfi_capture_from_caller(const struct hs_cfi_context *site, uintptr_t *frames,
+                                  size_t max, uintptr_t drop_start, uintptr_t drop_end)
+{
+    if (site->pc + 1 == 0) /* no return address */
+        return HS_CFI_FALLBACK;
+    return walk(site->pc, site->sp, site->bp, frames, max, 0, drop_start, drop_end, false, true);
 }
 
 #else /* not x86_64: libunwind walks every stack */
@@ -697,6 +714,17 @@ size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip, bool may_miss)
     (void)max;
     (void)skip;
     (void)may_miss;
+    return HS_CFI_FALLBACK;
+}
+
+size_t hs_cfi_capture_from_caller(const struct hs_cfi_context *site, uintptr_t *frames,
+                                  size_t max, uintptr_t drop_start, uintptr_t drop_end)
+{
+    (void)site;
+    (void)frames;
+    (void)max;
+    (void)drop_start;
+    (void)drop_end;
     return HS_CFI_FALLBACK;
 }
 
