@@ -493,6 +493,22 @@ static uint32_t rule_from_hdr(const uint8_t *hdr, uintptr_t pc)
     return pack(&st);
 }
 
+/* Caches pc's rule in its pair of slots (the home slot, slot_of, and its neighbour): in the
+ * first that is empty or holds pc, else in the home slot. Why two: with one, two pcs of hot
+ * stacks that share a slot evict each other on every capture, and each eviction sends the
+ * next capture through the dynamic loader (miss) or libunwind (a walk that may not miss). */
+static void store_rule(uintptr_t pc, uint32_t rule)
+{
+    size_t s = slot_of(pc);
+    uint64_t home = __atomic_load_n(&g_cache[s], __ATOMIC_RELAXED);
+    if (home != 0 && (home & PC_MASK) != pc) {
+        uint64_t next = __atomic_load_n(&g_cache[s ^ 1], __ATOMIC_RELAXED);
+        if (next == 0 || (next & PC_MASK) == pc)
+            s ^= 1;
+    }
+    __atomic_store_n(&g_cache[s], (uint64_t)pc | (uint64_t)rule << PC_BITS, __ATOMIC_RELAXED);
+}
+
 struct find {
     uintptr_t pc;
     const uint8_t *hdr;
@@ -553,8 +569,7 @@ static __attribute__((noinline)) uint32_t miss(uintptr_t pc)
      * neighbour): a frame returning into glibc's signal trampoline is a signal frame. */
     uint32_t rule = !f.hdr || hs_is_signal_trampoline(pc + 1) ? RULE_FALLBACK
                                                               : rule_from_hdr(f.hdr, pc);
-    __atomic_store_n(&g_cache[slot_of(pc)], (uint64_t)pc | (uint64_t)rule << PC_BITS,
-                     __ATOMIC_RELAXED);
+    store_rule(pc, rule);
     return rule;
 }
 
@@ -566,8 +581,7 @@ static __attribute__((noinline)) uint32_t miss_in_self(uintptr_t pc)
     if (!hdr || pc < g_self_start || pc >= g_self_end)
         return RULE_FALLBACK;
     uint32_t rule = rule_from_hdr(hdr, pc); /* no signal trampoline here: that is libc's */
-    __atomic_store_n(&g_cache[slot_of(pc)], (uint64_t)pc | (uint64_t)rule << PC_BITS,
-                     __ATOMIC_RELAXED);
+    store_rule(pc, rule);
     return rule;
 }
 
@@ -576,8 +590,12 @@ static inline __attribute__((always_inline)) uint32_t rule_of(uintptr_t pc, bool
 {
     /* An empty slot (0) can only match pc 0, and its rule bits are RULE_FALLBACK. A pc above
      * PC_MASK never matches, and the misses below turn it away. */
-    uint64_t e = __atomic_load_n(&g_cache[slot_of(pc)], __ATOMIC_RELAXED);
+    size_t slot = slot_of(pc);
+    uint64_t e = __atomic_load_n(&g_cache[slot], __ATOMIC_RELAXED);
     if (__builtin_expect((e & PC_MASK) == pc, 1))
+        return (uint32_t)(e >> PC_BITS);
+    e = __atomic_load_n(&g_cache[slot ^ 1], __ATOMIC_RELAXED); /* store_rule's second slot */
+    if ((e & PC_MASK) == pc)
         return (uint32_t)(e >> PC_BITS);
     if (pc > PC_MASK)
         return RULE_FALLBACK;

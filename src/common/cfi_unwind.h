@@ -18,6 +18,8 @@
  *
  * Cache: 4096 slots of one 64-bit word each (pc and rule packed), read and written with
  * relaxed atomics, so threads share it without locks and a reader never sees half an entry.
+ * A pc's rule goes to its home slot or, when another pc holds that, to the neighbouring one
+ * (two ways), so that two hot pcs sharing a slot do not evict each other on every walk.
  * Misses look the CFI up with dl_iterate_phdr (the dynamic loader's lock, as libunwind's misses
  * do). When an object was unloaded since the last miss (dl_iterate_phdr's dlpi_subs), the
  * cache is emptied; as with libunwind's own trace cache, entries of an object unloaded after
