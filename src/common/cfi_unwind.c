@@ -493,6 +493,22 @@ static uint32_t rule_from_hdr(const uint8_t *hdr, uintptr_t pc)
     return pack(&st);
 }
 
+/* Caches pc's rule in its pair of slots (the home slot, slot_of, and its neighbour): in the
+ * first that is empty or holds pc, else in the home slot. Why two: with one, two pcs of hot
+ * stacks that share a slot evict each other on every capture, and each eviction sends the
+ * next capture through the dynamic loader (miss) or libunwind (a walk that may not miss). */
+static void store_rule(uintptr_t pc, uint32_t rule)
+{
+    size_t s = slot_of(pc);
+    uint64_t home = __atomic_load_n(&g_cache[s], __ATOMIC_RELAXED);
+    if (home != 0 && (home & PC_MASK) != pc) {
+        uint64_t next = __atomic_load_n(&g_cache[s ^ 1], __ATOMIC_RELAXED);
+        if (next == 0 || (next & PC_MASK) == pc)
+            s ^= 1;
+    }
+    __atomic_store_n(&g_cache[s], (uint64_t)pc | (uint64_t)rule << PC_BITS, __ATOMIC_RELAXED);
+}
+
 struct find {
     uintptr_t pc;
     const uint8_t *hdr;
@@ -553,8 +569,7 @@ static __attribute__((noinline)) uint32_t miss(uintptr_t pc)
      * neighbour): a frame returning into glibc's signal trampoline is a signal frame. */
     uint32_t rule = !f.hdr || hs_is_signal_trampoline(pc + 1) ? RULE_FALLBACK
                                                               : rule_from_hdr(f.hdr, pc);
-    __atomic_store_n(&g_cache[slot_of(pc)], (uint64_t)pc | (uint64_t)rule << PC_BITS,
-                     __ATOMIC_RELAXED);
+    store_rule(pc, rule);
     return rule;
 }
 
@@ -566,8 +581,7 @@ static __attribute__((noinline)) uint32_t miss_in_self(uintptr_t pc)
     if (!hdr || pc < g_self_start || pc >= g_self_end)
         return RULE_FALLBACK;
     uint32_t rule = rule_from_hdr(hdr, pc); /* no signal trampoline here: that is libc's */
-    __atomic_store_n(&g_cache[slot_of(pc)], (uint64_t)pc | (uint64_t)rule << PC_BITS,
-                     __ATOMIC_RELAXED);
+    store_rule(pc, rule);
     return rule;
 }
 
@@ -576,8 +590,12 @@ static inline __attribute__((always_inline)) uint32_t rule_of(uintptr_t pc, bool
 {
     /* An empty slot (0) can only match pc 0, and its rule bits are RULE_FALLBACK. A pc above
      * PC_MASK never matches, and the misses below turn it away. */
-    uint64_t e = __atomic_load_n(&g_cache[slot_of(pc)], __ATOMIC_RELAXED);
+    size_t slot = slot_of(pc);
+    uint64_t e = __atomic_load_n(&g_cache[slot], __ATOMIC_RELAXED);
     if (__builtin_expect((e & PC_MASK) == pc, 1))
+        return (uint32_t)(e >> PC_BITS);
+    e = __atomic_load_n(&g_cache[slot ^ 1], __ATOMIC_RELAXED); /* store_rule's second slot */
+    if ((e & PC_MASK) == pc)
         return (uint32_t)(e >> PC_BITS);
     if (pc > PC_MASK)
         return RULE_FALLBACK;
@@ -586,44 +604,81 @@ static inline __attribute__((always_inline)) uint32_t rule_of(uintptr_t pc, bool
     return miss_in_self(pc);
 }
 
+/* One step of a walk: from the frame at *pc (its state *sp, *bp) to its caller, whose call
+ * site (return address - 1) becomes *pc. A return address's rule is its call instruction's
+ * (ra - 1: a call can be the last instruction of a function). */
+enum step { STEP_OK, STEP_END, STEP_FALLBACK };
+
+static inline __attribute__((always_inline)) enum step step(uintptr_t *pc, uintptr_t *sp,
+                                                            uintptr_t *bp, bool may_miss)
+{
+    uint32_t rule = rule_of(*pc, may_miss);
+    if (rule <= RULE_LAST) /* RULE_FALLBACK or RULE_LAST */
+        return rule == RULE_LAST ? STEP_END : STEP_FALLBACK;
+    uintptr_t offset = (uintptr_t)(rule << 2) & (1023u << 3); /* bits 1-10, times 8 */
+    uintptr_t cfa;
+    if (rule & 1) {
+        cfa = *bp + offset;
+        if (cfa - *sp - 1 >= ((uintptr_t)1 << 24))
+            return STEP_FALLBACK; /* the stack must grow up, in sane steps */
+    } else {
+        cfa = *sp + offset; /* 8 to 8184 bytes up (a rule's offset is never 0): no test */
+    }
+    uintptr_t ra = *(const uintptr_t *)(cfa - 8);
+    uint32_t k = rule >> 11;
+    if (k)
+        *bp = *(const uintptr_t *)(cfa - 8 * (uintptr_t)k);
+    *sp = cfa;
+    if (ra == 0)
+        return STEP_END;
+    /* A return address into a signal trampoline makes the next lookup (ra - 1) fall back
+     * (miss() caches that), before any further frame is stored. */
+    *pc = ra - 1;
+    return STEP_OK;
+}
+
 /* The walk from (pc, sp, bp), the state at instruction pc of the frame it starts at. Frame 0
- * is that frame at pc itself; the others are return addresses, whose rule is the call
- * instruction's (pc - 1: a call can be the last instruction of a function), and whose call
- * site (ra - 1) is what is stored. */
+ * is that frame at pc itself; the others are return addresses, whose call sites are stored.
+ * Two loops: the leading frames that are skipped or dropped, then the ones stored, which
+ * test nothing but the end of the stack and of frames. The walk stops once frames is full:
+ * every frame stored came from a cached CFI rule, so it is libunwind's whatever lies above.
+ * at_call_site: (pc, sp, bp) is already a caller's state at a call site, where frame 0's
+ * first step would have led (HS_CFI_GET_CALLER): the walk starts as if after that step. */
 static inline __attribute__((always_inline)) size_t walk(uintptr_t pc, uintptr_t sp, uintptr_t bp,
                                                          uintptr_t *frames, size_t max,
                                                          size_t skip, uintptr_t drop_start,
-                                                         uintptr_t drop_end, bool may_miss)
+                                                         uintptr_t drop_end, bool may_miss,
+                                                         bool at_call_site)
 {
-    uintptr_t *out = frames, *const end = frames + max;
-    size_t to_skip = skip;
-    uintptr_t lookup = pc;
-    for (size_t depth = 0; depth < MAX_DEPTH; depth++) {
-        uint32_t rule = rule_of(lookup, may_miss);
-        if (rule <= RULE_LAST) /* RULE_FALLBACK or RULE_LAST */
-            return rule == RULE_LAST ? (size_t)(out - frames) : HS_CFI_FALLBACK;
-        uintptr_t cfa = ((rule & 1) ? bp : sp) + (uintptr_t)((rule >> 1) & 1023) * 8;
-        if (cfa - sp - 1 >= ((uintptr_t)1 << 24))
-            return HS_CFI_FALLBACK; /* the stack must grow up, in sane steps */
-        uintptr_t ra = *(const uintptr_t *)(cfa - 8);
-        uint32_t k = rule >> 11;
-        if (k)
-            bp = *(const uintptr_t *)(cfa - 8 * (uintptr_t)k);
-        sp = cfa;
-        if (ra == 0)
-            break;
-        lookup = ra - 1;
-        /* A return address into a signal trampoline makes the next lookup (ra - 1) fall back
-         * (miss() caches that), before any further frame is stored. */
-        if (to_skip) {
-            to_skip--;
-        } else if (out == frames && lookup - drop_start < drop_end - drop_start) {
-            /* a leading frame in the drop range: not stored */
-        } else {
-            if (out == end)
+    if (max == 0)
+        return 0;
+    size_t depth = 1;
+    enum step s;
+    if (!at_call_site) { /* frame 0 */
+        s = step(&pc, &sp, &bp, may_miss);
+        if (s != STEP_OK)
+            return s == STEP_END ? 0 : HS_CFI_FALLBACK;
+    }
+    /* The skipped frames, then the leading call sites in the drop range. */
+    while (depth <= skip || pc - drop_start < drop_end - drop_start) {
+        s = step(&pc, &sp, &bp, may_miss);
+        if (s != STEP_OK)
+            return s == STEP_END ? 0 : HS_CFI_FALLBACK;
+        if (++depth >= MAX_DEPTH)
+            return 0;
+    }
+    /* Both bounds in one: the frames left, and the steps left before MAX_DEPTH. */
+    size_t room = MAX_DEPTH - depth < max ? MAX_DEPTH - depth : max;
+    uintptr_t *out = frames, *const end = frames + room;
+    *out++ = pc;
+    while (out != end) {
+        s = step(&pc, &sp, &bp, may_miss);
+        if (s != STEP_OK) {
+            if (s == STEP_END)
                 break;
-            *out++ = lookup;
+            return HS_CFI_FALLBACK;
         }
+        *out++ = pc;
     }
     return (size_t)(out - frames);
 }
@@ -636,7 +691,7 @@ __attribute__((noinline)) size_t hs_cfi_capture(uintptr_t *frames, size_t max, s
     struct hs_cfi_context self;
     /* This function's own state, as unw_getcontext would take it. */
     HS_CFI_GET_CONTEXT(&self);
-    return walk(self.pc, self.sp, self.bp, frames, max, skip, 0, 0, may_miss);
+    return walk(self.pc, self.sp, self.bp, frames, max, skip, 0, 0, may_miss, false);
 }
 
 size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, size_t max,
@@ -644,7 +699,16 @@ size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, 
 {
     if (ctx->pc == 0)
         return HS_CFI_FALLBACK;
-    return walk(ctx->pc, ctx->sp, ctx->bp, frames, max, skip, drop_start, drop_end, may_miss);
+    return walk(ctx->pc, ctx->sp, ctx->bp, frames, max, skip, drop_start, drop_end, may_miss,
+                false);
+}
+
+size_t hs_cfi_capture_from_caller(const struct hs_cfi_context *site, uintptr_t *frames,
+                                  size_t max, uintptr_t drop_start, uintptr_t drop_end)
+{
+    if (site->pc + 1 == 0) /* no return address */
+        return HS_CFI_FALLBACK;
+    return walk(site->pc, site->sp, site->bp, frames, max, 0, drop_start, drop_end, false, true);
 }
 
 #else /* not x86_64: libunwind walks every stack */
@@ -668,6 +732,17 @@ size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip, bool may_miss)
     (void)max;
     (void)skip;
     (void)may_miss;
+    return HS_CFI_FALLBACK;
+}
+
+size_t hs_cfi_capture_from_caller(const struct hs_cfi_context *site, uintptr_t *frames,
+                                  size_t max, uintptr_t drop_start, uintptr_t drop_end)
+{
+    (void)site;
+    (void)frames;
+    (void)max;
+    (void)drop_start;
+    (void)drop_end;
     return HS_CFI_FALLBACK;
 }
 

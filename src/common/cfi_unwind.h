@@ -18,6 +18,8 @@
  *
  * Cache: 4096 slots of one 64-bit word each (pc and rule packed), read and written with
  * relaxed atomics, so threads share it without locks and a reader never sees half an entry.
+ * A pc's rule goes to its home slot or, when another pc holds that, to the neighbouring one
+ * (two ways), so that two hot pcs sharing a slot do not evict each other on every walk.
  * Misses look the CFI up with dl_iterate_phdr (the dynamic loader's lock, as libunwind's misses
  * do). When an object was unloaded since the last miss (dl_iterate_phdr's dlpi_subs), the
  * cache is emptied; as with libunwind's own trace cache, entries of an object unloaded after
@@ -74,6 +76,29 @@ size_t hs_cfi_capture(uintptr_t *frames, size_t max, size_t skip, bool may_miss)
  * goes instead of copied out afterwards; those frames do not count in max). */
 size_t hs_cfi_capture_from(const struct hs_cfi_context *ctx, uintptr_t *frames, size_t max,
                            size_t skip, uintptr_t drop_start, uintptr_t drop_end, bool may_miss);
+
+/* The state of the caller of the function this expands in, at its call instruction, read
+ * through that function's frame pointer (the return address above the saved rbp, which
+ * __builtin_frame_address keeps): where the walk of HS_CFI_GET_CONTEXT would be after its
+ * first step, without taking it. Why: that first step, through the shim's own frame, is on
+ * every capture, and its rule is always the same. */
+#if defined(__x86_64__)
+#define HS_CFI_GET_CALLER(ctx)                                                                    \
+    do {                                                                                       \
+        const uintptr_t *hs_fp_ = (const uintptr_t *)__builtin_frame_address(0);              \
+        (ctx)->pc = (uintptr_t)__builtin_return_address(0) - 1;                                \
+        (ctx)->sp = (uintptr_t)(hs_fp_ + 2);                                                   \
+        (ctx)->bp = hs_fp_[0];                                                                 \
+    } while (0)
+#else
+#define HS_CFI_GET_CALLER(ctx) ((ctx)->pc = (ctx)->sp = (ctx)->bp = 0)
+#endif
+
+/* hs_cfi_capture_from(ctx, ...) for a ctx taken by HS_CFI_GET_CALLER in the same function,
+ * with skip 0 and no lock (may_miss false): the same frames, whose first candidate is the
+ * call site in site->pc itself (stored unless it is in the drop range). */
+size_t hs_cfi_capture_from_caller(const struct hs_cfi_context *site, uintptr_t *frames,
+                                  size_t max, uintptr_t drop_start, uintptr_t drop_end);
 
 /* Empties the rule cache (tests). */
 void hs_cfi_cache_clear(void);

@@ -69,13 +69,49 @@ static inline __attribute__((always_inline)) hs_md_v16 hs_md_v16_load(const uint
     return x;
 }
 
+/* The differences from splat of the 16-byte lines of [p, p + n), n > 64, ORed together:
+ * 64 bytes a step into two accumulators, then the last 64 bytes (overlapping), no test
+ * inside the loop (a difference is the rare case: the caller then asks
+ * hs_md_first_mismatch where). aligned: p is 16-byte aligned, so that the loads fold into
+ * the XORs. */
+static inline __attribute__((always_inline)) hs_md_v16
+hs_md_v16_diff_long(const uint8_t *p, size_t n, hs_md_v16 splat, bool aligned)
+{
+    if (aligned)
+        p = __builtin_assume_aligned(p, 16);
+    hs_md_v16 x = {0}, y = {0};
+    size_t i = 0;
+    for (; i + 64 < n; i += 64) {
+        x |= (hs_md_v16_load(p + i) ^ splat) | (hs_md_v16_load(p + i + 16) ^ splat);
+        y |= (hs_md_v16_load(p + i + 32) ^ splat) | (hs_md_v16_load(p + i + 48) ^ splat);
+    }
+    const uint8_t *t = p + n - 64;
+    x |= (hs_md_v16_load(t) ^ splat) | (hs_md_v16_load(t + 16) ^ splat);
+    y |= (hs_md_v16_load(t + 32) ^ splat) | (hs_md_v16_load(t + 48) ^ splat);
+    return x | y;
+}
+
+/* True when the n (> 64) bytes at p are all v: a whole freed block on every free_track
+ * eviction. */
+static inline bool hs_md_all_equal_long(const uint8_t *p, size_t n, uint8_t v)
+{
+    hs_md_v16 splat = hs_md_v16_splat(v);
+    hs_md_v16 x = ((uintptr_t)p & 15) == 0 ? hs_md_v16_diff_long(p, n, splat, true)
+                                           : hs_md_v16_diff_long(p, n, splat, false);
+    uint64_t q[2];
+    memcpy(q, &x, sizeof(q));
+    return (q[0] | q[1]) == 0;
+}
+
 /* True when the n bytes at p are all v. From 16 to 64 bytes (guards: 32 by default) two or
- * four overlapping 16-byte loads and one test, no loop; other sizes go to
- * hs_md_first_mismatch. */
+ * four overlapping 16-byte loads and one test, no loop; longer ones hs_md_all_equal_long,
+ * shorter ones hs_md_first_mismatch. */
 static inline __attribute__((always_inline)) bool hs_md_all_equal(const uint8_t *p, size_t n,
                                                                   uint8_t v)
 {
-    if (n - 16 > 48) /* n < 16 or n > 64 (n - 16 wraps below 16) */
+    if (n > 64)
+        return hs_md_all_equal_long(p, n, v);
+    if (n < 16)
         return hs_md_first_mismatch(p, n, v) == n;
     hs_md_v16 splat = hs_md_v16_splat(v);
     /* [0, 16) and [n - 16, n) cover n <= 32; [16, 32) and [n - 32, n - 16) the rest. */

@@ -61,7 +61,9 @@ struct ring {
 static struct {
     hs_spinlock lock;
     struct ring *rings; /* every ring ever made, newest first (read with acquire) */
-    size_t owned;       /* rings attached to a thread (read relaxed on every free) */
+    size_t owned;       /* rings attached to a thread */
+    size_t quota;       /* blocks a ring may keep: max(1, budget / owned), kept with owned so
+                         * that a free divides nothing (read relaxed on every free) */
     size_t orphans;     /* rings of exited threads still holding blocks (read relaxed on
                          * every free; written when a thread exits or a ring empties) */
     size_t budget;      /* free_track's N */
@@ -71,6 +73,22 @@ static struct {
 
 static __thread struct ring *t_ring __attribute__((tls_model("initial-exec")));
 
+/* Sets the number of attached rings and each one's share of the budget; registry lock held
+ * (or the only thread, in a fork child). */
+static void set_owned(size_t owned)
+{
+    size_t share = g_registry.budget / (owned ? owned : 1);
+    __atomic_store_n(&g_registry.owned, owned, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_registry.quota, share ? share : 1, __ATOMIC_RELAXED);
+}
+
+/* Slot index of a ring's i-th oldest block (i < capacity): a compare, not a division. */
+static inline size_t ring_index(const struct ring *q, size_t i)
+{
+    size_t at = q->head + i;
+    return at >= q->capacity ? at - q->capacity : at;
+}
+
 /* Thread exit (the key's destructor): the ring goes back to the registry with its blocks. */
 static void detach(void *arg)
 {
@@ -78,7 +96,7 @@ static void detach(void *arg)
     hs_spin_lock(&g_registry.lock);
     if (q->owned) {
         q->owned = false;
-        __atomic_store_n(&g_registry.owned, g_registry.owned - 1, __ATOMIC_RELAXED);
+        set_owned(g_registry.owned - 1);
         hs_spin_lock(&q->lock);
         if (q->count > 0)
             __atomic_store_n(&g_registry.orphans, g_registry.orphans + 1, __ATOMIC_RELAXED);
@@ -91,6 +109,7 @@ static void detach(void *arg)
 void hs_md_free_queue_init(size_t capacity)
 {
     g_registry.budget = capacity ? capacity : 1;
+    set_owned(g_registry.owned); /* the quota follows the new budget */
     /* The key's value is set without allocating while its index is low (< 32): created
      * here, at start-up, it is. Without a key, rings of exited threads are not reused. */
     g_registry.key_ok = pthread_key_create(&g_registry.exit_key, detach) == 0;
@@ -113,7 +132,7 @@ static struct ring *attach(void)
     }
     if (q) {
         q->owned = true;
-        __atomic_store_n(&g_registry.owned, g_registry.owned + 1, __ATOMIC_RELAXED);
+        set_owned(g_registry.owned + 1);
         hs_spin_lock(&q->lock);
         if (q->count > 0) /* an orphan, adopted with its blocks */
             __atomic_store_n(&g_registry.orphans, g_registry.orphans - 1, __ATOMIC_RELAXED);
@@ -138,11 +157,9 @@ static struct ring *attach(void)
 }
 
 /* Blocks a ring may keep now: its share of the budget. */
-static size_t quota(void)
+static inline size_t quota(void)
 {
-    size_t owned = __atomic_load_n(&g_registry.owned, __ATOMIC_RELAXED);
-    size_t share = g_registry.budget / (owned ? owned : 1);
-    return share ? share : 1;
+    return __atomic_load_n(&g_registry.quota, __ATOMIC_RELAXED);
 }
 
 /* Makes room for one more block if the ring may hold it; ring lock held. Returns false
@@ -160,7 +177,7 @@ static bool grow(struct ring *q, size_t limit)
     if (!slots)
         return false;
     for (size_t i = 0; i < q->count; i++)
-        slots[i] = q->slots[(q->head + i) % q->capacity];
+        slots[i] = q->slots[ring_index(q, i)];
     hs_arena_free(&hs_md_arena, q->slots, q->capacity * sizeof(*slots));
     q->slots = slots;
     q->capacity = capacity;
@@ -172,7 +189,7 @@ static struct freed pop_oldest(struct ring *q)
 {
     hs_assert(q->count > 0 && q->count <= q->capacity && q->head < q->capacity);
     struct freed f = q->slots[q->head];
-    q->head = (q->head + 1) % q->capacity;
+    q->head = ring_index(q, 1);
     q->count--;
     return f;
 }
@@ -199,9 +216,9 @@ static void verify(const struct freed *f)
     }
     const uint8_t *p = f->ptr;
     size_t n = checked_bytes(f);
-    size_t first_bad = hs_md_first_mismatch(p, n, cfg->fill_free_value);
-    if (first_bad == n)
+    if (__builtin_expect(hs_md_all_equal(p, n, cfg->fill_free_value), 1))
         return;
+    size_t first_bad = hs_md_first_mismatch(p, n, cfg->fill_free_value);
     hs_md_report_begin();
     hs_log("+++ ALLOCATION %p USED AFTER FREE", f->ptr);
     for (size_t i = first_bad; i < n; i++)
@@ -273,8 +290,14 @@ void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, struct hs_md_bt
         evicted[n_evicted++] = pop_oldest(q); /* full: the oldest makes room */
     }
     hs_assert(q->count < q->capacity && q->head < q->capacity);
-    q->slots[(q->head + q->count) % q->capacity] = (struct freed){ptr, orig, usable, free_bt};
+    q->slots[ring_index(q, q->count)] = (struct freed){ptr, orig, usable, free_bt};
     q->count++;
+    /* The block the next free evicts (the oldest now) is read then, whole: its first lines
+     * (glibc's chunk header among them) are fetched meanwhile, as fills of larger blocks
+     * push them out of the first-level cache in between. A hint only: nothing is read. */
+    const uint8_t *next = q->slots[q->head].ptr;
+    __builtin_prefetch(next - 16);
+    __builtin_prefetch(next + 48);
     hs_spin_unlock(&q->lock);
 
     if (__builtin_expect(__atomic_load_n(&g_registry.orphans, __ATOMIC_RELAXED) > 0, 0) &&
@@ -289,7 +312,7 @@ bool hs_md_free_queue_find(const void *ptr, struct hs_md_bt **free_bt)
     for (struct ring *q = __atomic_load_n(&g_registry.rings, __ATOMIC_ACQUIRE); q; q = q->next) {
         hs_spin_lock(&q->lock);
         for (size_t i = 0; i < q->count; i++) {
-            const struct freed *f = &q->slots[(q->head + i) % q->capacity];
+            const struct freed *f = &q->slots[ring_index(q, i)];
             if (f->ptr == ptr) {
                 *free_bt = f->bt;
                 hs_md_bt_ref(f->bt);
@@ -307,7 +330,7 @@ void hs_md_free_queue_verify_all(void)
     for (struct ring *q = __atomic_load_n(&g_registry.rings, __ATOMIC_ACQUIRE); q; q = q->next) {
         hs_spin_lock(&q->lock);
         for (size_t i = 0; i < q->count; i++)
-            verify(&q->slots[(q->head + i) % q->capacity]);
+            verify(&q->slots[ring_index(q, i)]);
         hs_spin_unlock(&q->lock);
     }
 }
@@ -346,7 +369,7 @@ void hs_md_free_queue_unlock_in_child(void)
         owned += q->owned;
         orphans += !q->owned && q->count > 0;
     }
-    g_registry.owned = owned;
+    set_owned(owned);
     g_registry.orphans = orphans;
     hs_md_free_queue_unlock();
 }

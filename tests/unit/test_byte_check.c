@@ -2,8 +2,9 @@
  * guards and freed blocks 64 bytes at a time: every length up to 300 bytes, at every
  * alignment of 0-15, with no difference and with one wrong byte at each position (the
  * first one wins when there are two). Then the guards' short cases against it:
- * hs_md_all_equal (overlapping loads for 16 to 64 bytes) with one wrong byte at each
- * position, the last one included, and wrong bytes just outside the range, and hs_md_fill
+ * hs_md_all_equal (overlapping loads for 16 to 64 bytes, an accumulated 64-byte loop with an
+ * overlapping last step beyond, 16-byte aligned or not) with one wrong byte at each
+ * position up to 600 bytes, the last one included, and wrong bytes just outside the range, and hs_md_fill
  * (overlapping stores), which must write exactly the n bytes. */
 #include "byte_check.h"
 #include "check.h"
@@ -11,6 +12,9 @@
 #include <string.h>
 
 static uint8_t buf[16 + 320];
+/* hs_md_all_equal's long blocks: 16 bytes of margin before p, 16-byte aligned. */
+#define LONG_MAX_N 600
+static uint8_t long_buf[16 + 16 + LONG_MAX_N + 1] __attribute__((aligned(16)));
 
 /* hs_md_all_equal must say what hs_md_first_mismatch says, at every length, alignment and
  * position of one wrong byte; bytes just outside the range never count. */
@@ -20,10 +24,10 @@ static size_t all_equal_disagreements(void)
     size_t wrong = 0;
     for (size_t vi = 0; vi < sizeof(values); vi++) {
         uint8_t v = values[vi];
-        for (size_t align = 1; align < 16; align += 3) {
-            uint8_t *p = buf + align;
-            for (size_t n = 0; n <= 300; n++) {
-                memset(buf, v, sizeof(buf));
+        for (size_t align = 0; align < 16; align += 3) { /* 0: the aligned loads */
+            uint8_t *p = long_buf + 16 + align;
+            for (size_t n = 0; n <= LONG_MAX_N; n++) {
+                memset(long_buf, v, sizeof(long_buf));
                 p[-1] = (uint8_t)(v ^ 0x5a); /* outside: before and after the range */
                 p[n] = (uint8_t)(v ^ 0x5a);
                 if (!hs_md_all_equal(p, n, v))

@@ -7,7 +7,9 @@
  * the comparison cannot pass by the fast path never running, and that its cache-only mode
  * (what hs_backtrace_capture tries first, without the capture gate) walks as well once the
  * rules are cached. The same, starting from a context taken in a function
- * (hs_cfi_capture_from, hs_backtrace_capture_from), at several depths and two call paths.
+ * (hs_cfi_capture_from, hs_backtrace_capture_from), at several depths and two call paths,
+ * and from the caller's call site read through the frame pointer (HS_CFI_GET_CALLER,
+ * hs_cfi_capture_from_caller), with and without a drop range.
  */
 #define _GNU_SOURCE
 #include "backtrace.h"
@@ -114,10 +116,17 @@ static struct result g_from, g_drop;
 static uintptr_t g_drop_start, g_drop_end;
 static size_t g_drop_max = 1;
 
+/* The same walks from the caller's call site (HS_CFI_GET_CALLER,
+ * hs_cfi_capture_from_caller): the same frames as from the context, with and without the
+ * drop range. */
+static uintptr_t g_caller[HS_BACKTRACE_MAX_FRAMES], g_caller_drop[HS_BACKTRACE_MAX_FRAMES];
+static size_t g_caller_n, g_caller_drop_n;
+
 static TEST_NOINLINE void capture_from_here(size_t max)
 {
-    struct hs_cfi_context here;
+    struct hs_cfi_context here, caller;
     HS_CFI_GET_CONTEXT(&here);
+    HS_CFI_GET_CALLER(&caller);
     g_from.fast_n = hs_backtrace_capture_from(&here, 0, 0, g_from.fast, max);
     g_from.walk_n = hs_cfi_capture_from(&here, g_from.walk, max, 0, 0, 0, true);
     g_from.cached_n = hs_cfi_capture_from(&here, g_from.cached, max, 0, 0, 0, false);
@@ -128,6 +137,10 @@ static TEST_NOINLINE void capture_from_here(size_t max)
         hs_backtrace_capture_from(&here, g_drop_start, g_drop_end, g_drop.fast, g_drop_max);
     g_drop.walk_n = hs_cfi_capture_from(&here, g_drop.walk, g_drop_max, 0, g_drop_start,
                                         g_drop_end, true);
+    /* After the walks above: every rule it needs is cached (it may not miss). */
+    g_caller_n = hs_cfi_capture_from_caller(&caller, g_caller, max, 0, 0);
+    g_caller_drop_n =
+        hs_cfi_capture_from_caller(&caller, g_caller_drop, g_drop_max, g_drop_start, g_drop_end);
     BARRIER();
 }
 
@@ -151,8 +164,11 @@ static void check_drop(const char *what, bool walked)
     if (walked) {
         CHECK_EQ(g_drop.walk_n, n);
         CHECK(g_drop.walk_n != n || memcmp(g_drop.walk, want, n * sizeof(uintptr_t)) == 0);
+        CHECK_EQ(g_caller_drop_n, n);
+        CHECK(g_caller_drop_n != n || memcmp(g_caller_drop, want, n * sizeof(uintptr_t)) == 0);
     } else {
         CHECK_EQ(g_drop.walk_n, HS_CFI_FALLBACK);
+        CHECK_EQ(g_caller_drop_n, HS_CFI_FALLBACK);
     }
     check_context(NULL);
 }
@@ -192,8 +208,15 @@ static void check_from(const char *what, bool walked)
             if (r->walk[i] != r->unw[i + 1] || r->cached[i] != r->unw[i + 1])
                 bad = i;
         CHECK_EQ(bad, want);
+        CHECK_EQ(g_caller_n, want);
+        bad = want;
+        for (size_t i = 0; i < want && i < g_caller_n && bad == want; i++)
+            if (g_caller[i] != r->unw[i + 1])
+                bad = i;
+        CHECK_EQ(bad, want);
     } else {
         CHECK_EQ(r->walk_n, HS_CFI_FALLBACK);
+        CHECK_EQ(g_caller_n, HS_CFI_FALLBACK);
     }
     check_context(NULL);
 }
@@ -307,9 +330,22 @@ static TEST_NOINLINE NO_FRAME_POINTER int frame_of_12k(int depth)
     return v + buf[0] + buf[sizeof(buf) - 1];
 }
 
+/* The caller's call site read through the frame pointer, in a caller whose frame is
+ * addressed from rsp (gcc): its CFA comes from the sp that HS_CFI_GET_CALLER gives. */
+static TEST_NOINLINE NO_FRAME_POINTER int rsp_frame_from(int depth)
+{
+    volatile char buf[200];
+    buf[0] = (char)depth;
+    capture_from_here(HS_BACKTRACE_MAX_FRAMES - 1);
+    BARRIER();
+    return buf[0] + 1;
+}
+
 /* A 6 KiB frame is walked; past 8 KiB (what a cache entry holds) libunwind takes over. */
 static void test_big_frames(void)
 {
+    rsp_frame_from(3);
+    check_from("from a context, caller without frame pointer", true);
     frame_of_6k(5);
     check_same("6 KiB frame", &g_r, true);
     frame_of_12k(5);
