@@ -18,6 +18,7 @@
 #include "sampled_set.h"
 #include "sampler.h"
 #include "stack_copy.h"
+#include "stack_hints.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -55,7 +56,10 @@ static __attribute__((noinline)) bool write_malloc_record(uint32_t heap, uint64_
     memset(&f.rec, 0, sizeof(f.rec));
     HS_UNWIND_CAPTURE_REGS(&f.rec.regs);
     uintptr_t sp = (uintptr_t)f.rec.regs.rsp;
-    uintptr_t end = hs_stack_frames_end(sp);
+    uint32_t tid = hs_client_tid();
+    /* Up to where the daemon's last complete unwind of this thread stopped reading. */
+    uintptr_t end =
+        hs_stack_copy_end(sp, hs_stack_hint_lookup(hs_stack_hints_of(hs_client.rb.meta), tid));
     size_t stack_len = end > sp ? (size_t)(end - sp) : 0;
     /* One record takes at most a quarter of the buffer, so that writers never starve. */
     size_t cap = hs_client.rb.size / 4 - sizeof(f.rec);
@@ -71,7 +75,7 @@ static __attribute__((noinline)) bool write_malloc_record(uint32_t heap, uint64_
     f.rec.sampled = sampled;
     f.rec.interval = interval;
     f.rec.ts_ns = hs_client_now_ns();
-    f.rec.tid = hs_client_tid();
+    f.rec.tid = tid;
     f.rec.stack_len = (uint32_t)stack_len;
     f.stack = (const void *)sp;
     return hs_client_write(sizeof(f.rec) + stack_len, false, fill_malloc, &f);
