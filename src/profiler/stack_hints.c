@@ -10,11 +10,14 @@ static struct hs_stack_hint *slot_of(struct hs_stack_hints *h, uint32_t tid)
 uint64_t hs_stack_hint_lookup(const struct hs_stack_hints *h, uint32_t tid)
 {
     const struct hs_stack_hint *s = &h->slot[tid % HS_STACK_HINT_SLOTS];
-    if (tid == 0 || __atomic_load_n(&s->tid, __ATOMIC_ACQUIRE) != tid)
+    uint32_t seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+    if (tid == 0 || (seq & 1) != 0)
         return 0;
+    uint32_t noted = __atomic_load_n(&s->tid, __ATOMIC_RELAXED);
     uint64_t end = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&s->tid, __ATOMIC_RELAXED) != tid || end == HS_STACK_HINT_NONE)
+    if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != seq || noted != tid ||
+        end == HS_STACK_HINT_NONE)
         return 0;
     return end;
 }
@@ -22,10 +25,12 @@ uint64_t hs_stack_hint_lookup(const struct hs_stack_hints *h, uint32_t tid)
 /* The only writer of a slot: the reader of the buffer (one thread). */
 static void write_slot(struct hs_stack_hint *s, uint32_t tid, uint64_t end)
 {
-    __atomic_store_n(&s->tid, 0, __ATOMIC_RELAXED);
+    uint32_t seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED) | 1u;
+    __atomic_store_n(&s->seq, seq, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&s->tid, tid, __ATOMIC_RELAXED);
     __atomic_store_n(&s->end, end, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->tid, tid, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->seq, seq + 1, __ATOMIC_RELEASE);
 }
 
 void hs_stack_hint_learn(struct hs_stack_hints *h, uint32_t tid, uint64_t end)

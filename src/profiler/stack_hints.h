@@ -19,9 +19,11 @@
  * the stack pointer and below the bound it found itself (hs_stack_copy_end): a stale or
  * torn note can cost one truncated sample, never a read outside the stack.
  *
- * Protocol: one writer (the daemon). Writing a slot: tid 0, release fence, end, then tid with
- * release. Reading: tid (acquire), end, acquire fence, tid again; the note counts only when
- * both reads of tid are the caller's.
+ * Protocol: one writer (the daemon), a sequence lock per slot. Writing: seq + 1 (odd: being
+ * written), release fence, tid and end, then seq + 2 with release. Reading: seq (acquire; odd:
+ * no note), tid and end, acquire fence, seq again; the note counts only when seq did not move
+ * and tid is the caller's. (Checking the tid twice instead would let a slot that went from
+ * one thread to another and back between the reads pass the other thread's end.)
  */
 #ifndef HEAPSCOPE_PROFILER_STACK_HINTS_H
 #define HEAPSCOPE_PROFILER_STACK_HINTS_H
@@ -38,7 +40,7 @@
 
 struct hs_stack_hint {
     uint32_t tid; /* 0: free */
-    uint32_t unused;
+    uint32_t seq; /* odd while the daemon writes the slot */
     uint64_t end; /* one past the last byte the thread's samples need, or HS_STACK_HINT_NONE */
 };
 
