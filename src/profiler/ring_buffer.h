@@ -90,6 +90,9 @@ enum hs_rb_status {
     HS_RB_STALLED,      /* reader: a record stayed unpublished past the stall timeout */
 };
 
+/* Bytes of the metadata page left to the reader's notes (struct hs_rb_meta). */
+#define HS_RB_READER_NOTES_SIZE 2048u
+
 /* The metadata page. Only the ring buffer code touches it; the layout is the protocol
  * between client and daemon. Each group sits on its own cache line. */
 struct hs_rb_meta {
@@ -112,6 +115,10 @@ struct hs_rb_meta {
      * writers to use (0: none), to bound the data rate of a whole machine. Written by the
      * reader, read by the writers (relaxed); the buffer itself does not use it. */
     uint64_t requested_interval __attribute__((aligned(64)));
+    /* More of the reader's notes to the writers, laid out by their users (the profiler's
+     * stack hints, stack_hints.h): written by the reader, read by the writers; the buffer
+     * itself does not use them. Zero at creation. */
+    uint8_t reader_notes[HS_RB_READER_NOTES_SIZE] __attribute__((aligned(64)));
 };
 
 #define HS_RB_LOCK_HELD 1u

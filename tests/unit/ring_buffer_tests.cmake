@@ -17,3 +17,9 @@ target_include_directories(test_sampled_set PRIVATE ${CMAKE_CURRENT_LIST_DIR}
   ${PROJECT_SOURCE_DIR}/src/profiler/client)
 target_link_libraries(test_sampled_set PRIVATE hs_base Threads::Threads)
 add_test(NAME unit.sampled_set COMMAND test_sampled_set)
+
+# The daemon's stack hints in the buffer's metadata page (src/profiler/stack_hints.c).
+add_executable(test_stack_hints ${CMAKE_CURRENT_LIST_DIR}/test_stack_hints.c)
+target_include_directories(test_stack_hints PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(test_stack_hints PRIVATE hs_profiler_wire Threads::Threads)
+add_test(NAME unit.stack_hints COMMAND test_stack_hints)

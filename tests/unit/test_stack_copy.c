@@ -1,6 +1,7 @@
 /* test_stack_copy.c: the client's half of a sample (registers + stack copy, stack_copy.c)
  * unwound by the daemon's half (unwinder.c), checked against libunwind at the same point:
- * on the main thread, on another thread, deep in recursion, with a small cap. */
+ * on the main thread, on another thread, deep in recursion, with a small cap, and with the
+ * copy bounded by what an earlier unwind of the thread read (the daemon's stack hint). */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 #include "check.h"
@@ -24,12 +25,20 @@ struct sample {
     size_t len;
     void *expected[MAX_PCS]; /* libunwind at the capture point, innermost first */
     int num_expected;
+    uintptr_t hint;   /* when not 0: the copy ends at hs_stack_copy_end(rsp, hint) */
+    size_t copy_used; /* check_sample: what the unwinder read of the copy */
 };
 
 static __attribute__((noinline)) void take_sample(struct sample *s, size_t cap)
 {
     HS_UNWIND_CAPTURE_REGS(&s->regs);
-    s->len = hs_stack_copy(s->regs.rsp, s->stack, cap);
+    if (s->hint != 0) {
+        uintptr_t end = hs_stack_copy_end(s->regs.rsp, s->hint);
+        s->len = end - s->regs.rsp < cap ? end - s->regs.rsp : cap;
+        memcpy(s->stack, (const void *)s->regs.rsp, s->len);
+    } else {
+        s->len = hs_stack_copy(s->regs.rsp, s->stack, cap);
+    }
     s->num_expected = unw_backtrace(s->expected, MAX_PCS);
 }
 
@@ -65,8 +74,10 @@ static void check_sample(const char *what, struct sample *s, int expect_truncate
     uintptr_t pcs[MAX_PCS];
     struct hs_unwind_result res;
     size_t n = hs_unwind(u, &s->regs, s->stack, s->len, pcs, MAX_PCS, &res);
-    printf("%s: copied %zu bytes, %zu frames (libunwind %d), stop %d\n", what, s->len, n,
-           s->num_expected, (int)res.stop);
+    printf("%s: copied %zu bytes, %zu read, %zu frames (libunwind %d), stop %d\n", what,
+           s->len, res.copy_used, n, s->num_expected, (int)res.stop);
+    s->copy_used = res.copy_used;
+    CHECK(res.copy_used <= s->len);
     CHECK(s->len > 0);
     CHECK(n >= 2);
     if (!expect_truncated) {
@@ -88,12 +99,33 @@ static void *thread_main(void *arg)
 {
     struct sample *s = arg;
     recurse(s, 5, COPY_CAP);
+    check_sample("other thread", s, 0);
+    /* The top of a thread's mapping holds its static TLS, which the copy skips only in part:
+     * the unwinder reads less than what was copied. */
+    CHECK(s->copy_used > 0 && s->copy_used < s->len);
+    size_t whole = s->len;
+    /* The daemon's note: where that unwind stopped reading. A copy up to it, deeper in the
+     * same thread, unwinds to the same frames. */
+    s->hint = s->regs.rsp + s->copy_used;
+    recurse(s, 9, COPY_CAP);
+    CHECK_EQ(s->regs.rsp + s->len, s->hint);
+    check_sample("other thread, copy up to the hint", s, 0);
+    CHECK_EQ(s->copy_used, s->len);
+    CHECK(s->len < whole + 4 * 64); /* 4 more levels, without the TLS */
+    /* A note that cannot be this stack's is not used: below sp, or above the frames' end. */
+    uintptr_t sp = s->regs.rsp, end = hs_stack_frames_end(sp);
+    CHECK_EQ(hs_stack_copy_end(sp, sp - 64), end);
+    CHECK_EQ(hs_stack_copy_end(sp, end + 64), end);
+    CHECK_EQ(hs_stack_copy_end(sp, 0), end);
+    CHECK_EQ(hs_stack_copy_end(sp, sp + 64), sp + 64);
+    s->hint = 0;
     return NULL;
 }
 
 int main(void)
 {
     struct sample s;
+    memset(&s, 0, sizeof(s));
     s.stack = malloc(COPY_CAP);
 
     recurse(&s, 3, COPY_CAP);
@@ -113,7 +145,6 @@ int main(void)
     pthread_t t;
     pthread_create(&t, NULL, thread_main, &s);
     pthread_join(t, NULL);
-    check_sample("other thread", &s, 0);
 
     CHECK_EQ(hs_stack_copy(0x10, s.stack, 64), 0); /* no mapping there */
     free(s.stack);

@@ -411,7 +411,8 @@ static void test_skip_and_max(void)
     check_context(NULL);
 }
 
-/* Copies cut short give a prefix of the full unwind and stop with TRUNCATED. */
+/* Copies cut short give a prefix of the full unwind and stop with TRUNCATED; a copy cut where
+ * the complete unwind stopped reading (copy_used) gives the whole. */
 static void test_truncated(void)
 {
     for (int mi = 0; mi < 2; mi++) {
@@ -425,6 +426,17 @@ static void test_truncated(void)
         struct hs_unwind_result res;
         size_t nfull = hs_unwind(u, &c->regs, c->stack, c->len, full, MAX_FRAMES, &res);
         check_same(c, full, nfull, &res);
+        /* What the complete unwind read is all it needs: cut there, the same frames; a word
+         * less, truncated. */
+        size_t used = res.copy_used;
+        CHECK(used >= 8 && used <= c->len);
+        size_t n_used = hs_unwind(u, &c->regs, c->stack, used, pcs, MAX_FRAMES, &res);
+        CHECK_EQ(res.stop, HS_UNWIND_END);
+        CHECK(n_used == nfull && memcmp(pcs, full, n_used * sizeof *pcs) == 0);
+        CHECK_EQ(res.copy_used, used);
+        hs_unwind(u, &c->regs, c->stack, used - 8, pcs, MAX_FRAMES, &res);
+        CHECK_EQ(res.stop, HS_UNWIND_TRUNCATED);
+        CHECK(res.copy_used <= used - 8);
         bool prefix = true, stops = true, monotonic = true;
         size_t last = 0, ntrunc = 0;
         size_t step = modes[mi] == HS_UNWIND_MODE_CACHED ? 8 : 40;

@@ -93,6 +93,12 @@ void hs_client_detach(const char *why);
  * hs_client_enter and hs_client_leave. */
 bool hs_client_write(size_t len, bool must_deliver, void (*fill)(void *dst, void *arg), void *arg);
 
+/* hs_client_write in two halves, for a record built in place: reserve len bytes under the
+ * same policy (false: nothing reserved), write res->data, then publish promptly (the daemon
+ * cannot read past an unpublished record). */
+bool hs_client_reserve(size_t len, bool must_deliver, struct hs_rb_reservation *res);
+void hs_client_publish(const struct hs_rb_reservation *res);
+
 /* Brackets a use of the session's buffer; enter returns false (no session) when the client is
  * not ON, and then leave must not be called. */
 bool hs_client_enter(void);

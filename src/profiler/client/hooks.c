@@ -18,6 +18,7 @@
 #include "sampled_set.h"
 #include "sampler.h"
 #include "stack_copy.h"
+#include "stack_hints.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -33,48 +34,56 @@ static __thread struct hs_sampler_thread t_sampler __attribute__((tls_model("ini
 
 /* ---- Records ------------------------------------------------------------------------------ */
 
-struct malloc_fill {
-    struct hs_record_malloc rec;
-    const void *stack;
-};
-
-static void fill_malloc(void *dst, void *arg)
-{
-    struct malloc_fill *f = arg;
-    memcpy(dst, &f->rec, sizeof(f->rec));
-    memcpy((char *)dst + sizeof(f->rec), f->stack, f->rec.stack_len);
-}
-
-/* Captures this thread's registers and stack and writes the sample. noinline: the capture
- * point and the copied stack must belong to this frame, which stays alive during the copy. */
+/* Captures this thread's registers and stack and writes the sample, built in place in the
+ * shared buffer: nothing of the record sits in this frame, which the stack copy starts in.
+ * noinline: the capture point and the copied stack must belong to this frame, which stays
+ * alive during the copy (and, without alloca, keeps one stack pointer throughout). */
 static __attribute__((noinline)) bool write_malloc_record(uint32_t heap, uint64_t seq,
                                                           uint64_t addr, uint64_t size,
                                                           uint64_t sampled, uint64_t interval)
 {
-    struct malloc_fill f;
-    memset(&f.rec, 0, sizeof(f.rec));
-    HS_UNWIND_CAPTURE_REGS(&f.rec.regs);
-    uintptr_t sp = (uintptr_t)f.rec.regs.rsp;
-    uintptr_t end = hs_stack_frames_end(sp);
+    uintptr_t sp;
+    __asm__ volatile("movq %%rsp, %0" : "=r"(sp));
+    uint32_t tid = hs_client_tid();
+    /* Up to where the daemon's last complete unwind of this thread stopped reading. */
+    uintptr_t end =
+        hs_stack_copy_end(sp, hs_stack_hint_lookup(hs_stack_hints_of(hs_client.rb.meta), tid));
     size_t stack_len = end > sp ? (size_t)(end - sp) : 0;
     /* One record takes at most a quarter of the buffer, so that writers never starve. */
-    size_t cap = hs_client.rb.size / 4 - sizeof(f.rec);
+    size_t cap = hs_client.rb.size / 4 - sizeof(struct hs_record_malloc);
     if (cap > hs_client.max_stack)
         cap = hs_client.max_stack;
     if (stack_len > cap)
         stack_len = cap;
-    f.rec.type = HS_RECORD_MALLOC;
-    f.rec.heap = heap;
-    f.rec.seq = seq;
-    f.rec.addr = addr;
-    f.rec.size = size;
-    f.rec.sampled = sampled;
-    f.rec.interval = interval;
-    f.rec.ts_ns = hs_client_now_ns();
-    f.rec.tid = hs_client_tid();
-    f.rec.stack_len = (uint32_t)stack_len;
-    f.stack = (const void *)sp;
-    return hs_client_write(sizeof(f.rec) + stack_len, false, fill_malloc, &f);
+    struct hs_rb_reservation res;
+    if (!hs_client_reserve(sizeof(struct hs_record_malloc) + stack_len, false, &res))
+        return false;
+    struct hs_record_malloc *rec = res.data;
+    HS_UNWIND_CAPTURE_REGS(&rec->regs);
+    rec->type = HS_RECORD_MALLOC;
+    rec->heap = heap;
+    rec->seq = seq;
+    rec->addr = addr;
+    rec->size = size;
+    rec->sampled = sampled;
+    rec->interval = interval;
+    rec->ts_ns = hs_client_now_ns();
+    rec->tid = tid;
+    rec->stack_len = (uint32_t)stack_len;
+    uintptr_t from = (uintptr_t)rec->regs.rsp;
+    if (from == sp) {
+        memcpy(rec + 1, (const void *)from, stack_len);
+    } else {
+        /* Not with this compiler (no alloca here): the copy must start at the captured rsp.
+         * Never past the end of the stack; what is not copied reads as zero. */
+        size_t n = from < sp ? stack_len : (from < end ? (size_t)(end - from) : 0);
+        if (n > stack_len)
+            n = stack_len;
+        memcpy(rec + 1, (const void *)from, n);
+        memset((char *)(rec + 1) + n, 0, stack_len - n);
+    }
+    hs_client_publish(&res);
+    return true;
 }
 
 static void fill_free(void *dst, void *arg)

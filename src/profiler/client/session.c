@@ -225,16 +225,15 @@ static void wake_daemon(void)
         hs_client_detach("the profiler daemon went away");
 }
 
-bool hs_client_write(size_t len, bool must_deliver, void (*fill)(void *dst, void *arg), void *arg)
+bool hs_client_reserve(size_t len, bool must_deliver, struct hs_rb_reservation *res)
 {
     struct hs_rb *rb = &hs_client.rb;
     if ((hs_client.flags & HS_CONFIG_ADAPTIVE) && !adapt_interval())
         return false;
     bool wait = must_deliver || (hs_client.flags & HS_CONFIG_BLOCK_CLIENT);
     uint64_t deadline = 0;
-    struct hs_rb_reservation res;
     for (;;) {
-        enum hs_rb_status st = hs_rb_reserve(rb, len, &res);
+        enum hs_rb_status st = hs_rb_reserve(rb, len, res);
         if (st == HS_RB_OK)
             break;
         if (st == HS_RB_FULL || st == HS_RB_LOCK_TIMEOUT) {
@@ -261,9 +260,22 @@ bool hs_client_write(size_t len, bool must_deliver, void (*fill)(void *dst, void
             hs_client_detach(hs_rb_status_text(st));
         return false;
     }
-    fill(res.data, arg);
-    if (hs_rb_publish(rb, &res))
+    return true;
+}
+
+void hs_client_publish(const struct hs_rb_reservation *res)
+{
+    if (hs_rb_publish(&hs_client.rb, res))
         wake_daemon();
+}
+
+bool hs_client_write(size_t len, bool must_deliver, void (*fill)(void *dst, void *arg), void *arg)
+{
+    struct hs_rb_reservation res;
+    if (!hs_client_reserve(len, must_deliver, &res))
+        return false;
+    fill(res.data, arg);
+    hs_client_publish(&res);
     return true;
 }
 

@@ -49,6 +49,15 @@ uintptr_t hs_stack_frames_end(uintptr_t sp)
     return end;
 }
 
+uintptr_t hs_stack_copy_end(uintptr_t sp, uintptr_t hint)
+{
+    uintptr_t end = hs_stack_frames_end(sp);
+    /* Only on the thread's own stack: the note is about its frames, not an alternate stack's. */
+    if (hint > sp && hint < end && hs_stack_is_own(sp))
+        return hint;
+    return end;
+}
+
 size_t hs_stack_copy(uintptr_t sp, void *dst, size_t cap)
 {
     uintptr_t end = hs_stack_frames_end(sp);

@@ -34,6 +34,12 @@ bool hs_stack_is_own(uintptr_t sp);
  * stack that holds it. 0 when sp is in no mapping. */
 uintptr_t hs_stack_frames_end(uintptr_t sp);
 
+/* Where a sample's copy of the stack holding sp ends: hs_stack_frames_end(sp), lowered to
+ * hint (the daemon's note for this thread, stack_hints.h; 0 for none) when sp is on this
+ * thread's own stack and hint lies above sp and below that bound. No system call once the
+ * thread's stack is known. */
+uintptr_t hs_stack_copy_end(uintptr_t sp, uintptr_t hint);
+
 /* Copies the stack from sp up to where its frames end, at most cap bytes, to dst. Returns the
  * bytes copied (0 when the stack could not be found). Async-signal-safe. */
 size_t hs_stack_copy(uintptr_t sp, void *dst, size_t cap);

@@ -11,6 +11,7 @@
 #include "profile_writer.h"
 #include "records.h"
 #include "ring_buffer.h"
+#include "stack_hints.h"
 #include "symbolizer.h"
 #include "unix_socket.h"
 #include "unwinder.h"
@@ -45,6 +46,8 @@ struct stats {
     uint64_t max_record_interval;
     uint64_t unwind_ns, bookkeeping_ns; /* time spent on samples, for the statistics */
     uint64_t stack_bytes;               /* stack copied by the client, all samples */
+    uint64_t stack_used;                /* of which the unwinder read (hs_unwind_result) */
+    uint64_t hints_refused;             /* copies cut short by a stack hint (stack_hints.h) */
     uint64_t max_requested_interval;    /* the largest interval asked for (--max-rate) */
     uint64_t dumps;
 };
@@ -388,6 +391,20 @@ static bool maps_worth_rereading(struct hs_profiled_process *p, uintptr_t pc, ui
     return p->rereads_in_window++ < NEW_PC_REREADS_PER_SECOND;
 }
 
+/* Tells the client how much of this thread's stack its next samples need (stack_hints.h):
+ * up to where this complete unwind stopped reading; or, when a copy that stopped at the note
+ * was too short, the whole stack from now on. */
+static void note_stack_end(struct hs_profiled_process *p, const struct hs_record_malloc *m,
+                           const struct hs_unwind_result *res)
+{
+    struct hs_stack_hints *h = hs_stack_hints_of(p->rb.meta);
+    if (res->stop == HS_UNWIND_END && res->copy_used > 0)
+        hs_stack_hint_learn(h, m->tid, m->regs.rsp + res->copy_used);
+    else if (res->stop == HS_UNWIND_TRUNCATED &&
+             hs_stack_hint_refuse(h, m->tid, m->regs.rsp + m->stack_len))
+        p->st.hints_refused++;
+}
+
 static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_malloc *m,
                          const uint8_t *stack)
 {
@@ -401,6 +418,7 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
         if (res.stop == HS_UNWIND_UNKNOWN_MAP)
             p->unknown_pcs[p->next_unknown++ % UNKNOWN_PCS] = res.stop_pc;
     }
+    note_stack_end(p, m, &res);
     uint64_t t1 = hs_monotonic_ns();
     p->st.unwinds[res.stop]++;
     p->st.mallocs++;
@@ -409,6 +427,7 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
     hs_tracker_malloc(p->tracker, m->heap, m->seq, m->addr, m->size, m->sampled, pcs, n, m->ts_ns);
     p->st.unwind_ns += t1 - t0;
     p->st.stack_bytes += m->stack_len;
+    p->st.stack_used += res.copy_used;
     p->st.bookkeeping_ns += hs_monotonic_ns() - t1;
 }
 
@@ -589,6 +608,11 @@ static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMME
                  (double)s->stack_bytes / (double)s->mallocs,
                  (double)s->unwind_ns / 1000.0 / (double)s->mallocs,
                  (double)s->bookkeeping_ns / 1000.0 / (double)s->mallocs);
+    if (s->mallocs > 0)
+        snprintf(c[n++], COMMENT_LEN,
+                 "stack copies: %.0f bytes per sample read by the unwinder (mean); %llu cut "
+                 "short by a thread's stack hint (that thread's copies are whole since)",
+                 (double)s->stack_used / (double)s->mallocs, (unsigned long long)s->hints_refused);
     if (p->cfg->flags & HS_CONFIG_BLOCK_CLIENT)
         snprintf(c[n++], COMMENT_LEN,
                  "buffer overran: no (blocking: writers waited for room %llu times), lock waits "

@@ -141,6 +141,7 @@ struct sample {
     const uint8_t *stack;
     uintptr_t base; /* address of stack[0] (the sampled rsp) */
     size_t len;
+    size_t used; /* the copy's bytes up to the end of the highest word read (copy_read) */
     bool stack_map_known;         /* stack_lo/hi computed (lazily: only libdwfl needs them) */
     uintptr_t stack_lo, stack_hi; /* the mapping holding base, or 0, 0 */
     bool read_past_end;           /* a read fell past the copy inside the stack */
@@ -188,11 +189,13 @@ struct hs_unwinder {
 
 /* ---- Small helpers ----------------------------------------------------------------------- */
 
-static inline bool copy_read(const struct sample *s, uint64_t addr, uint64_t *out)
+static inline bool copy_read(struct sample *s, uint64_t addr, uint64_t *out)
 {
     uint64_t off = addr - s->base; /* wraps to a huge value below the copy */
     if (off > s->len || s->len - off < 8)
         return false;
+    if (off + 8 > s->used)
+        s->used = off + 8;
     memcpy(out, s->stack + off, 8);
     return true;
 }
@@ -842,7 +845,7 @@ void hs_unwinder_stats(const struct hs_unwinder *u, struct hs_unwind_stats *out)
 
 /* ---- Steps ------------------------------------------------------------------------------- */
 
-static int cfi_step(const struct rule *e, struct fstate *s, const struct sample *smp)
+static int cfi_step(const struct rule *e, struct fstate *s, struct sample *smp)
 {
     if (!(s->known & BIT(e->cfa_reg)))
         return HS_UNWIND_BAD_FRAME;
@@ -869,7 +872,7 @@ static int cfi_step(const struct rule *e, struct fstate *s, const struct sample 
 }
 
 /* Without CFI: rbp points at the saved rbp, followed by the return address. */
-static int fp_step(struct fstate *s, const struct sample *smp)
+static int fp_step(struct fstate *s, struct sample *smp)
 {
     if (!(s->known & BIT(HS_UNWIND_RBP)))
         return HS_UNWIND_NO_INFO;
@@ -1112,6 +1115,7 @@ size_t hs_unwind(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const
     c->len = stack ? stack_len : 0;
     if (c->len > UINTPTR_MAX - c->base)
         c->len = UINTPTR_MAX - c->base;
+    c->used = 0;
     c->stack_map_known = false;
 
     size_t n = 0;
@@ -1122,6 +1126,7 @@ size_t hs_unwind(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const
     else
         n = unwind_cached(u, regs, pcs, max, res);
 
+    res->copy_used = c->used;
     c->stack = NULL;
     c->len = 0;
     u->st.unwinds++;

@@ -101,6 +101,10 @@ struct hs_unwind_result {
     unsigned cache_misses; /* rules computed with libdw during this unwind */
     unsigned slow_steps;   /* frames unwound by libdwfl (complex rules; all in MODE_DWFL) */
     unsigned fp_steps;     /* frames unwound with the frame pointer (no CFI) */
+    /* Bytes of the copy, from its start, up to the end of the highest word the unwind read:
+     * the same unwind of a copy cut at this length gives the same frames (the profiler's
+     * daemon tells the client how much stack a thread's samples need, stack_hints.h). */
+    size_t copy_used;
 };
 
 /* Totals since hs_unwinder_new, and the current size of the state. */
