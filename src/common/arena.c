@@ -115,6 +115,18 @@ static void forget_mapping(struct hs_arena *a, void *p)
     hs_spin_unlock(&a->maps_lock);
 }
 
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+
+/* hs_arena_use_huge_pages's advice for a large block's mapping. */
+static void advise_huge_pages(const struct hs_arena *a, void *p, size_t bytes)
+{
+    if (a->huge_pages && bytes >= HUGE_PAGE_BYTES) {
+        int saved = errno;
+        madvise(p, bytes, MADV_HUGEPAGE); /* advice: small pages if refused */
+        errno = saved;
+    }
+}
+
 static void *map_bytes(struct hs_arena *a, size_t bytes)
 {
     if (mapping_fails())
@@ -122,6 +134,7 @@ static void *map_bytes(struct hs_arena *a, size_t bytes)
     void *p = map_raw(bytes);
     if (!p)
         return NULL;
+    advise_huge_pages(a, p, bytes);
     if (a->track_maps && !record_mapping(a, p, bytes)) {
         munmap(p, bytes);
         return NULL;
@@ -209,6 +222,7 @@ void *hs_arena_grow(struct hs_arena *a, void *p, size_t old_size, size_t new_siz
         errno = saved;
         if (q == MAP_FAILED)
             return NULL;
+        advise_huge_pages(a, q, new_bytes); /* a block that grew past the size */
         if (a->track_maps)
             move_mapping(a, p, q, new_bytes);
         if (new_bytes > old_bytes)
@@ -304,4 +318,9 @@ void hs_arena_destroy(struct hs_arena *a)
         munmap((void *)list[i].begin, list[i].end - list[i].begin);
     if (list)
         munmap(list, bytes);
+}
+
+void hs_arena_use_huge_pages(struct hs_arena *a)
+{
+    a->huge_pages = 1;
 }

@@ -49,6 +49,7 @@ struct hs_arena {
     int track_maps;
     struct hs_arena_mapping *maps; /* mmap'd on its own; maps_cap entries */
     size_t num_maps, maps_cap;
+    int huge_pages; /* hs_arena_use_huge_pages */
 };
 
 #define HS_ARENA_INIT                                                                              \
@@ -103,5 +104,12 @@ size_t hs_arena_mappings(struct hs_arena *a, struct hs_arena_mapping *out, size_
  * afterwards (it may itself live in the arena's memory); a new arena starts from
  * HS_ARENA_INIT. No other thread may use the arena meanwhile. */
 void hs_arena_destroy(struct hs_arena *a);
+
+/* From now on, the arena's large blocks of 2 MiB and more ask for transparent huge pages
+ * (MADV_HUGEPAGE; the system may still give small ones). For arenas of dense arrays written
+ * whole, where a page fault per 4 KiB costs more than the writing: the unreachable-memory
+ * sweeper's lists and indexes of 10^7 blocks. Never for sparse tables (malloc debug's bitmaps
+ * and directory), where a huge page would commit 2 MiB for one entry. */
+void hs_arena_use_huge_pages(struct hs_arena *a);
 
 #endif

@@ -216,6 +216,7 @@ static __attribute__((noreturn)) void sweeper_main(struct hs_mu_collector *c)
         hs_mu_sys6(SYS_close_range, 3, ~0u, 0, 0, 0, 0);
 
     struct hs_arena arena = HS_ARENA_INIT;
+    hs_arena_use_huge_pages(&arena); /* lists and indexes of every block: dense, written whole */
     int r = hs_mu_sweep(&c->capture, &c->heap, c->limit, c->result_fd, &arena);
     hs_mu_sys6(SYS_exit_group, r < 0 ? 1 : 0, 0, 0, 0, 0, 0);
     __builtin_unreachable();

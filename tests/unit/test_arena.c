@@ -11,6 +11,7 @@
 #include "arena.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -210,6 +211,50 @@ static void test_double_free_caught(void)
 #endif
 }
 
+/* True when the mapping holding p has the huge-page advice ("hg" in its smaps VmFlags). */
+static bool advised_huge(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return false;
+    char line[512];
+    bool in = false, hg = false;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) { /* a mapping's first line */
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+            continue;
+        }
+        if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            hg = strstr(line, " hg") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    return hg;
+}
+
+static void test_huge_pages(void)
+{
+    check_context("hs_arena_use_huge_pages: large blocks advised, small ones and other arenas not");
+    struct hs_arena plain = HS_ARENA_INIT, dense = HS_ARENA_INIT;
+    hs_arena_use_huge_pages(&dense);
+    size_t big = (size_t)4 << 20;
+    void *a = hs_arena_alloc(&plain, big), *b = hs_arena_alloc(&dense, big);
+    void *c = hs_arena_alloc(&dense, (size_t)1 << 20); /* below 2 MiB: never */
+    CHECK(a && b && c);
+    CHECK(!advised_huge(a));
+    CHECK(advised_huge(b));
+    CHECK(!advised_huge(c));
+    /* A block that grows past 2 MiB by mremap gets the advice too. */
+    void *d = hs_arena_grow(&dense, c, (size_t)1 << 20, (size_t)8 << 20);
+    CHECK(d && advised_huge(d));
+    memset(b, 1, big); /* usable memory all the same */
+    hs_arena_free(&plain, a, big);
+    hs_arena_free(&dense, b, big);
+    hs_arena_free(&dense, d, (size_t)8 << 20);
+}
+
 int main(void)
 {
     test_grow_sizes();
@@ -217,5 +262,6 @@ int main(void)
     test_classes();
     test_threads();
     test_double_free_caught();
+    test_huge_pages();
     return check_report();
 }
