@@ -421,29 +421,9 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
  * debug_alloc and hs_md_debug_free do for such a configuration, minus the checks that cannot
  * apply: no header, no guarded memory, no fill, no free queue. */
 
-void *hs_md_lean_malloc_untraced(size_t size)
-{
-    hs_md_serve_requests();
-    hs_md_heap_dump_if_requested();
-    if (size == 0)
-        size = 1;
-    size_t total;
-    if (__builtin_add_overflow(size, hs_md.extra_bytes + HS_MD_TRACK_RECORD, &total))
-        return fail_enomem();
-    char *orig = __libc_malloc(total);
-    if (!orig)
-        return NULL;
-    char *p = orig + HS_MD_TRACK_RECORD;
-    struct hs_md_ptr_info info = {.size = size, .lead_shift = lead_shift_of(HS_MD_TRACK_RECORD)};
-    if (__builtin_expect(!hs_md_ptr_add(p, &info), 0)) {
-        __libc_free(orig); /* as in hs_md_lean_malloc_traced */
-        hs_md_note_out_of_memory();
-        return fail_enomem();
-    }
-    return p;
-}
-
-void *hs_md_lean_malloc_traced(size_t size)
+/* traced: with the allocation backtrace (a constant: each caller gets its own copy, the
+ * untraced one without the capture's frame array). */
+HS_INLINE void *lean_malloc(size_t size, bool traced)
 {
     hs_md_serve_requests();
     hs_md_heap_dump_if_requested();
@@ -456,11 +436,26 @@ void *hs_md_lean_malloc_traced(size_t size)
     if (!orig)
         return NULL;
     char *p = orig + HS_MD_TRACK_RECORD; /* the record in front (hs_md.track_lead) */
-    if (__builtin_expect(!track(p, size, NULL, HS_MD_TRACK_RECORD), 0)) {
+    struct hs_md_ptr_info untraced = {.size = size,
+                                      .lead_shift = lead_shift_of(HS_MD_TRACK_RECORD)};
+    bool added = traced ? track(p, size, NULL, HS_MD_TRACK_RECORD) : hs_md_ptr_add(p, &untraced);
+    if (__builtin_expect(!added, 0)) {
         __libc_free(orig); /* the table could not record it: the allocation fails (top of file) */
+        if (!traced)
+            hs_md_note_out_of_memory(); /* (track says it itself) */
         return fail_enomem();
     }
     return p;
+}
+
+void *hs_md_lean_malloc_untraced(size_t size)
+{
+    return lean_malloc(size, false);
+}
+
+void *hs_md_lean_malloc_traced(size_t size)
+{
+    return lean_malloc(size, true);
 }
 
 void hs_md_lean_free(void *ptr)
