@@ -9,8 +9,9 @@ set_name=${1:-build}
 # profiler names JavaScript functions from V8's perf map (a test runs a Node.js script).
 # golang-go: a test opens heapscope's pprof profiles with Go's own pprof (go tool pprof).
 # groff-base, man-db: the man page tests render every page. dpkg-dev, file: `make package`
-# (dpkg-shlibdeps computes Depends; CPack finds the ELF files with file).
-packages="gcc make cmake pkg-config libunwind-dev libdw-dev libelf-dev zlib1g-dev python3 clang libclang-rt-14-dev chromium nodejs golang-go groff-base man-db dpkg-dev file"
+# (dpkg-shlibdeps computes Depends; CPack finds the ELF files with file). gdb: a hung
+# e2e.malloc_debug_fork run prints every thread's stack before it is killed.
+packages="gcc make cmake pkg-config gdb libunwind-dev libdw-dev libelf-dev zlib1g-dev python3 clang libclang-rt-14-dev chromium nodejs golang-go groff-base man-db dpkg-dev file"
 if [ "$set_name" = bench ]; then
     packages="$packages valgrind heaptrack libjemalloc2 google-perftools libgoogle-perftools-dev electric-fence duma sqlite3 lua5.4"
 fi

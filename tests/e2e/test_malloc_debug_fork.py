@@ -8,9 +8,12 @@ global rule cache too small, so captures keep taking its lock), and forks 3 time
 child allocates and _exits. Before the fix about one fork in ten hung under backtrace. Each
 tracking option is run RUNS times; a child still running after md_fork's deadline is killed
 and reported by md_fork itself, and a parent that does not finish is killed with its whole
-process group, so a hang fails the test instead of hanging it.
+process group, so a hang fails the test instead of hanging it; before the kill, the failure
+message gets where each of its threads waited (and their stacks when gdb is installed: make
+deps installs it).
 """
 import os
+import shutil
 import signal
 import subprocess
 import unittest
@@ -28,6 +31,38 @@ RUN_TIMEOUT = 120           # the whole run, should md_fork itself not finish
 PARALLEL = 2
 
 
+def hung_stacks(pgid):
+    """Where every thread of the hung run's processes waits, for the failure message: each
+    thread's kernel wait channel and system call, and with gdb installed its stack (a rare hang
+    must say where it hung the first time it is seen)."""
+    out = []
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if os.getpgid(pid) != pgid:
+                continue
+            tasks = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+        except OSError:
+            continue
+        out.append("process %d:" % pid)
+        for tid in tasks:
+            try:
+                with open("/proc/%d/task/%s/wchan" % (pid, tid)) as f:
+                    wchan = f.read().strip()
+                with open("/proc/%d/task/%s/syscall" % (pid, tid)) as f:
+                    call = f.read().split()[:3]
+            except OSError:
+                continue
+            out.append("  thread %s: wchan %s, syscall %s" % (tid, wchan, " ".join(call)))
+        if shutil.which("gdb"):
+            try:
+                bt = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                                    capture_output=True, text=True, timeout=60).stdout
+                out += ["  " + l for l in bt.splitlines() if l.startswith(("#", "Thread"))]
+            except subprocess.TimeoutExpired:
+                out.append("  (gdb timed out)")
+    return "\n".join(out)
+
+
 def run_once(options):
     """One md_fork run; returns (failure text or None, Run or None)."""
     env = dict(os.environ, LD_PRELOAD=SHIM, LIBC_DEBUG_MALLOC_OPTIONS=options)
@@ -39,9 +74,11 @@ def run_once(options):
     try:
         out, err = proc.communicate(timeout=RUN_TIMEOUT)
     except subprocess.TimeoutExpired:
+        stacks = hung_stacks(proc.pid)
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        return "md_fork did not finish in %d s (killed)" % RUN_TIMEOUT, None
+        return "md_fork did not finish in %d s (killed); where it waited:\n%s" % (
+            RUN_TIMEOUT, stacks), None
     r = Run(SimpleNamespace(returncode=proc.returncode, stdout=out, stderr=err), "md_fork")
     if proc.returncode != 0 or out.splitlines()[-1:] != ["ok"]:
         return "exit status %d, stdout %r, stderr %r" % (proc.returncode, out, err[-2000:]), r
