@@ -112,7 +112,17 @@ static inline size_t ring_index(const struct ring *q, size_t i)
 /* The frames row of slot `at` (NULL when the ring keeps no frames). */
 static inline uintptr_t *row_of(const struct ring *q, size_t at)
 {
-    return q->row ? q->frames + at * q->row : NULL;
+    return q->row ? q->frames + at * HS_MD_FREE_QUEUE_INLINE_FRAMES : NULL; /* (row is that) */
+}
+
+/* Copies the first n frames of a row into a row-sized array: four at a time, in copies of
+ * a constant size (inline, no call; a row holds a multiple of four). */
+_Static_assert(HS_MD_FREE_QUEUE_INLINE_FRAMES % 4 == 0, "copy_row copies four frames a step");
+
+static inline void copy_row(uintptr_t *to, const uintptr_t *row, size_t n)
+{
+    for (size_t i = 0; i < n; i += 4)
+        memcpy(to + i, row + i, 4 * sizeof(*row));
 }
 
 /* Thread exit (the key's destructor): the ring goes back to the registry with its blocks. */
@@ -234,8 +244,7 @@ static void pop_oldest(struct ring *q, struct evicted *out)
 {
     hs_assert(q->count > 0 && q->count <= q->capacity && q->head < q->capacity);
     out->f = q->slots[q->head];
-    if (out->f.num_frames) /* the whole row: a constant size, copied inline */
-        memcpy(out->frames, row_of(q, q->head), sizeof(out->frames));
+    copy_row(out->frames, row_of(q, q->head), out->f.num_frames);
     q->head = ring_index(q, 1);
     q->count--;
 }
@@ -386,8 +395,7 @@ bool hs_md_free_queue_find(const void *ptr, struct hs_md_bt **free_bt)
             if (f->ptr == ptr) {
                 size_t n = f->num_frames;
                 uintptr_t frames[HS_MD_FREE_QUEUE_INLINE_FRAMES];
-                if (n)
-                    memcpy(frames, row_of(q, at), sizeof(frames));
+                copy_row(frames, row_of(q, at), n);
                 *free_bt = n ? NULL : f->bt;
                 hs_md_bt_ref(*free_bt);
                 hs_spin_unlock(&q->lock);
