@@ -422,7 +422,8 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
 
 /* The short paths (hs_md.lean: only the pointer table and backtraces are on). They do what
  * debug_alloc and hs_md_debug_free do for such a configuration, minus the checks that cannot
- * apply: no header, no guarded memory, no fill, no free queue. */
+ * apply: no header, no guarded memory, no fill, no free queue. lean_malloc also serves
+ * hs_md.lean_malloc (free_track, fill_on_free: options of the free path only). */
 
 /* traced: with the allocation backtrace (a constant: each caller gets its own copy, the
  * untraced one without the capture's frame array). */

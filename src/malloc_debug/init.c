@@ -223,6 +223,9 @@ static int configure(void)
                               HS_OPT_FREE_TRACK | HS_OPT_RECORD_ALLOCS;
     hs_md.lean = hs_md.track && !(cfg->options & not_lean) && !hs_md.page_guard &&
                  !hs_md.sample_guard;
+    const uint32_t free_only = HS_OPT_FILL_ON_FREE | HS_OPT_FREE_TRACK;
+    hs_md.lean_malloc = hs_md.track && !(cfg->options & (not_lean & ~free_only)) &&
+                        !hs_md.page_guard && !hs_md.sample_guard;
     return HS_MD_DEBUG;
 }
 
