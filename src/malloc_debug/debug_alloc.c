@@ -26,7 +26,6 @@
 #include "debug_alloc.h"
 
 #include "backtrace.h"
-#include "byte_check.h"
 #include "capture.h"
 #include "debug_state.h"
 #include "free_queue.h"
@@ -401,8 +400,8 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
         if (options & (HS_OPT_FILL_ON_FREE | HS_OPT_FREE_TRACK))
             usable = hs_md_backing_usable_size(orig) - lead;
     }
-    if (options & HS_OPT_FILL_ON_FREE) /* (16 to 64 bytes inline, as most blocks are) */
-        hs_md_fill(ptr, min_size(usable, hs_md.cfg.fill_on_free_bytes), hs_md.cfg.fill_free_value);
+    if (options & HS_OPT_FILL_ON_FREE)
+        memset(ptr, hs_md.cfg.fill_free_value, min_size(usable, hs_md.cfg.fill_on_free_bytes));
     if (info->bt)
         hs_md_bt_release(info->bt);
     if (options & HS_OPT_FREE_TRACK) {
