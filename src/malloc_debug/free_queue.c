@@ -109,10 +109,11 @@ static inline size_t ring_index(const struct ring *q, size_t i)
     return at >= q->capacity ? at - q->capacity : at;
 }
 
-/* The frames row of slot `at` (NULL when the ring keeps no frames). */
+/* The frames row of slot `at` (NULL when the ring keeps no frames). A ring with rows has
+ * rows of HS_MD_FREE_QUEUE_INLINE_FRAMES: a constant, so the index is a shift. */
 static inline uintptr_t *row_of(const struct ring *q, size_t at)
 {
-    return q->row ? q->frames + at * HS_MD_FREE_QUEUE_INLINE_FRAMES : NULL; /* (row is that) */
+    return q->row ? q->frames + at * HS_MD_FREE_QUEUE_INLINE_FRAMES : NULL;
 }
 
 /* Copies the first n frames of a row into a row-sized array: four at a time, in copies of
