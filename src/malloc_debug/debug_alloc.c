@@ -83,19 +83,19 @@ HS_INLINE struct hs_md_bt *capture_alloc_backtrace(size_t size)
     return bt;
 }
 
-HS_INLINE struct hs_md_bt *capture_free_backtrace(void)
+/* Queues a freed block that is not guarded with its free backtrace (free_queue.h keeps the
+ * frames themselves). */
+HS_INLINE void queue_freed_block(void *ptr, void *orig, size_t usable)
 {
     size_t max = hs_md.cfg.free_track_backtrace_num_frames;
-    if (max == 0 || hs_md_in_shim)
-        return NULL;
     uintptr_t frames[HS_BACKTRACE_MAX_FRAMES];
-    hs_md_in_shim++;
-    size_t n = hs_md_capture(frames, max);
-    hs_md_in_shim--;
-    struct hs_md_bt *bt = hs_md_bt_acquire(frames, n);
-    if (__builtin_expect(!bt && n, 0))
-        hs_md_note_out_of_memory();
-    return bt;
+    size_t n = 0;
+    if (max != 0 && !hs_md_in_shim) {
+        hs_md_in_shim++;
+        n = hs_md_capture(frames, max);
+        hs_md_in_shim--;
+    }
+    hs_md_free_queue_push(ptr, orig, usable, frames, n, NULL);
 }
 
 /* The allocation backtrace of a block of `size` bytes: guard_bt, the backtrace a guarded
@@ -406,8 +406,10 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
         hs_md_bt_release(info->bt);
     if (options & HS_OPT_FREE_TRACK) {
         /* A guarded block stays claimed in the queue; it is freed when it leaves it. */
-        hs_md_free_queue_push(ptr, orig, usable,
-                              g ? hs_md_guarded_capture() : capture_free_backtrace());
+        if (g)
+            hs_md_free_queue_push(ptr, orig, usable, NULL, 0, hs_md_guarded_capture());
+        else
+            queue_freed_block(ptr, orig, usable);
     } else if (g) {
         struct hs_md_bt *free_bt = hs_md_guarded_capture();
         hs_md_guarded_release(g, free_bt);
@@ -419,7 +421,8 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
 
 /* The short paths (hs_md.lean: only the pointer table and backtraces are on). They do what
  * debug_alloc and hs_md_debug_free do for such a configuration, minus the checks that cannot
- * apply: no header, no guarded memory, no fill, no free queue. */
+ * apply: no header, no guarded memory, no fill, no free queue. lean_malloc also serves
+ * hs_md.lean_malloc (free_track, fill_on_free: options of the free path only). */
 
 /* traced: with the allocation backtrace (a constant: each caller gets its own copy, the
  * untraced one without the capture's frame array). */

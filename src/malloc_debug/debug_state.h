@@ -36,6 +36,10 @@ struct hs_md_state {
      * only work is the pointer table (and the allocation backtrace), because no option adds a
      * header, a fill, a free queue, guarded memory or recording. Set once by init.c. */
     bool lean;
+    /* malloc alone takes the short path: lean, or the options on beyond lean's act on free
+     * only (free_track, fill_on_free), so that a new block is a table entry all the same. Set
+     * once by init.c. */
+    bool lean_malloc;
     int backtrace_on;   /* allocation backtraces are captured now (SIGRTMAX-19 toggles) */
     size_t extra_bytes; /* bytes added to each request: link area + header + guards + expand */
     size_t guarded_extra_bytes;     /* the same for a guarded block (no glibc chunk after it) */

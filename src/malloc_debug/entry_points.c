@@ -93,7 +93,7 @@ static __attribute__((noinline)) void *recorded_memalign(void *(*fn)(size_t, siz
 static __attribute__((noinline)) void *malloc_slow(size_t size)
 {
     if (DEBUG_NOW()) {
-        if (hs_md.lean)
+        if (hs_md.lean_malloc)
             return hs_md_lean_malloc(size);
         if (RECORDING())
             return recorded_malloc(size);
@@ -104,7 +104,7 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
         return hs_md_sampled_malloc(size);
     if (mode != HS_MD_DEBUG)
         return __libc_malloc(size);
-    if (hs_md.lean)
+    if (hs_md.lean_malloc)
         return hs_md_lean_malloc(size);
     if (RECORDING())
         return recorded_malloc(size);

@@ -130,6 +130,11 @@ void hs_md_guarded_release(struct hs_md_gblock *g, struct hs_md_bt *free_bt)
 
 void hs_md_backing_free(void *orig, struct hs_md_bt *free_bt)
 {
+    /* Every free_track eviction comes here: without guarded memory, no record to look up. */
+    if (!hs_md_guarded_owns((uintptr_t)orig)) {
+        __libc_free(orig);
+        return;
+    }
     struct hs_md_gblock *g = record_of((uintptr_t)orig);
     if (g)
         hs_md_guarded_release(g, free_bt);

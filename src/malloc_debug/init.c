@@ -166,7 +166,7 @@ static int configure(void)
     hs_md.track = (cfg->options & HS_OPT_TRACK_OPTIONS) != 0;
     hs_md.backtrace_on = cfg->backtrace_enabled;
     if (cfg->options & HS_OPT_FREE_TRACK)
-        hs_md_free_queue_init(cfg->free_track_allocations);
+        hs_md_free_queue_init(cfg->free_track_allocations, cfg->free_track_backtrace_num_frames);
     hs_md_bt_cache_enable();
     hs_md.extra_bytes = (cfg->options & HS_OPT_EXPAND_ALLOC) ? cfg->expand_alloc_bytes : 0;
     if (hs_md.header)
@@ -223,6 +223,9 @@ static int configure(void)
                               HS_OPT_FREE_TRACK | HS_OPT_RECORD_ALLOCS;
     hs_md.lean = hs_md.track && !(cfg->options & not_lean) && !hs_md.page_guard &&
                  !hs_md.sample_guard;
+    const uint32_t free_only = HS_OPT_FILL_ON_FREE | HS_OPT_FREE_TRACK;
+    hs_md.lean_malloc = hs_md.track && !(cfg->options & (not_lean & ~free_only)) &&
+                        !hs_md.page_guard && !hs_md.sample_guard;
     return HS_MD_DEBUG;
 }
 

@@ -79,7 +79,9 @@ static void *freed_block(void)
 
 static void push(void *p, struct hs_md_bt *bt)
 {
-    hs_md_free_queue_push(p, p, BLOCK, bt);
+    /* The frames of bt: the ring keeps a copy, a lookup makes them a record again (the
+     * same one, the table being shared). */
+    hs_md_free_queue_push(p, p, BLOCK, bt ? bt->frames : NULL, bt ? bt->num_frames : 0, NULL);
 }
 
 /* ---- one thread: exactly the last N, in order ---- */
@@ -297,7 +299,7 @@ int main(void)
     hs_md.mode = HS_MD_DEBUG;
     hs_md.cfg.fill_free_value = 0xef;
     hs_md.cfg.fill_on_free_bytes = SIZE_MAX;
-    hs_md_free_queue_init(BUDGET);
+    hs_md_free_queue_init(BUDGET, HS_MD_FREE_QUEUE_INLINE_FRAMES);
     test_one_thread_fifo();
     test_threads_evict_their_own();
     test_exited_thread_ring_is_adopted();
