@@ -126,12 +126,17 @@ static int g_dump_requested __attribute__((aligned(64)));
 /* Serialises writers (signal dump, exit dump, fork prepare); never taken by adders. */
 static hs_spinlock g_writer_lock = HS_SPINLOCK_INIT;
 
-/* Fork: what hs_md_record_lock saw, for hs_md_record_unlock. */
+/* Fork: what hs_md_record_lock saw, for hs_md_record_unlock; only the holder of
+ * g_writer_lock uses it. */
 static struct {
-    bool locked;
     pid_t pid;
     uint64_t slots;
 } g_fork;
+
+/* Whether this thread's fork took g_writer_lock. Per thread: two threads may fork at once,
+ * and the second one's prepare handler runs (and waits for the lock) while the first one's
+ * fork is under way. */
+static __thread bool t_fork_locked __attribute__((tls_model("initial-exec")));
 
 /* Output buffer of the writer (only the holder of g_writer_lock uses it): static because a
  * write can run on a small thread stack. */
@@ -524,7 +529,7 @@ void hs_md_record_write_at_exit(void)
 
 void hs_md_record_lock(void)
 {
-    g_fork.locked = false;
+    t_fork_locked = false;
     if (!__atomic_load_n(&g_cfg.enabled, __ATOMIC_RELAXED) || t_rec.depth > 0)
         return;
     int saved = errno;
@@ -533,15 +538,15 @@ void hs_md_record_lock(void)
     /* The child must not inherit places that nobody will fill in. */
     wait_all_ready(used_places(g_fork.slots));
     g_fork.pid = getpid();
-    g_fork.locked = true;
+    t_fork_locked = true;
     errno = saved;
 }
 
 void hs_md_record_unlock(void)
 {
-    if (!g_fork.locked)
+    if (!t_fork_locked)
         return;
-    g_fork.locked = false;
+    t_fork_locked = false;
     int saved = errno;
     if (getpid() != g_fork.pid) {
         /* Child: threads caught between taking and giving back a place are gone; keep the

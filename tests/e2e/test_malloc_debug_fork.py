@@ -10,7 +10,8 @@ tracking option is run RUNS times; a child still running after md_fork's deadlin
 and reported by md_fork itself, and a parent that does not finish is killed with its whole
 process group, so a hang fails the test instead of hanging it; before the kill, the failure
 message gets where each of its threads waited (and their stacks when gdb is installed: make
-deps installs it).
+deps installs it). test_forks_from_several_threads_at_once has three threads fork at the same
+time (md_fork's FORKERS).
 """
 import os
 import shutil
@@ -63,12 +64,13 @@ def hung_stacks(pgid):
     return "\n".join(out)
 
 
-def run_once(options):
+def run_once(options, forks=FORKS, forkers=1):
     """One md_fork run; returns (failure text or None, Run or None)."""
     env = dict(os.environ, LD_PRELOAD=SHIM, LIBC_DEBUG_MALLOC_OPTIONS=options)
     env.pop("LIBC_DEBUG_MALLOC_PROGRAM", None)
     env.pop("HEAPSCOPE_LOG_FILE", None)
-    proc = subprocess.Popen([FORK, str(FORKS), str(THREADS), str(CHILD_DEADLINE_MS)], env=env,
+    proc = subprocess.Popen([FORK, str(forks), str(THREADS), str(CHILD_DEADLINE_MS), str(forkers)],
+                            env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -86,15 +88,15 @@ def run_once(options):
 
 
 class Fork(Case):
-    def check(self, options):
+    def check(self, options, runs=RUNS, forks=FORKS, forkers=1):
         with ThreadPoolExecutor(PARALLEL) as pool:
-            pending = [pool.submit(run_once, options) for _ in range(RUNS)]
+            pending = [pool.submit(run_once, options, forks, forkers) for _ in range(runs)]
             for i, future in enumerate(pending):
                 failure, r = future.result()
                 if failure:
                     for other in pending:
                         other.cancel()
-                    self.fail("run %d of %d under %r: %s" % (i + 1, RUNS, options, failure))
+                    self.fail("run %d of %d under %r: %s" % (i + 1, runs, options, failure))
                 # leak_track lists what libc keeps at exit (thread descriptors); nothing else
                 # may be reported, and no child may have been left without backtraces.
                 log = without_leak_report(r.log, "md_fork")
@@ -117,6 +119,15 @@ class Fork(Case):
 
     def test_every_tracking_option(self):
         self.check("backtrace free_track leak_track verify_pointers record_allocs")
+
+    def test_forks_from_several_threads_at_once(self):
+        # A second thread's fork runs its prepare handlers while the first one's fork is under
+        # way. record_allocs kept "this fork took the writer lock" in one global: the second
+        # prepare cleared it, the first fork's parent handler then left the table closed and
+        # its lock held, and every later allocation and fork waited for good.
+        for options in ("record_allocs", "backtrace free_track leak_track verify_pointers record_allocs"):
+            with self.subTest(options=options):
+                self.check(options, runs=20, forks=10, forkers=3)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 /* md_fork.c: fork while other threads allocate with cold unwinder caches, the case where a
  * stack capture in flight at the moment of fork can strand an unwinder lock in the child.
  *
- *   md_fork FORKS THREADS [DEADLINE_MS]
+ *   md_fork FORKS THREADS [DEADLINE_MS [FORKERS]]
  *
  * THREADS workers each start short-lived threads one after another, each of which allocates
  * and frees through a few call sites: a new thread's first captures miss libunwind's
  * per-thread frame cache, so they go through unw_step and the locks behind it. The main
  * thread forks FORKS times, at varied moments; each child allocates and frees (so it
- * captures stacks under backtrace and free_track), then _exits 0. The parent waits for
+ * captures stacks under backtrace and free_track), then _exits 0. With FORKERS > 1 (default
+ * 1), FORKERS - 1 more threads fork FORKS times each at the same time as the main thread, so
+ * that forks overlap (one thread's fork handlers run while another's fork is under way). The parent waits for
  * each child at most DEADLINE_MS (default 10000, far more than a child needs); a child
  * still running then is killed and reported:
  *   "hung: child of fork K (pid P) still running after D ms"  (exit status 3)
@@ -125,29 +127,15 @@ static int wait_child(pid_t pid, long deadline_ms, int *status)
     }
 }
 
-int main(int argc, char **argv)
+static int g_forks;
+static long g_deadline_ms;
+
+/* Forks g_forks times at varied moments; 0 when every child exited 0, 3 for a child that
+ * hung, 1 for any other failure. */
+static int fork_loop(uint32_t seed)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: md_fork FORKS THREADS [DEADLINE_MS]\n");
-        return 2;
-    }
-    int forks = atoi(argv[1]);
-    int threads = atoi(argv[2]);
-    long deadline_ms = argc > 3 ? atol(argv[3]) : 10000;
-    if (forks < 1 || threads < 1 || threads > MAX_WORKERS || deadline_ms < 1) {
-        fprintf(stderr, "md_fork: FORKS >= 1, 1 <= THREADS <= %d, DEADLINE_MS >= 1\n", MAX_WORKERS);
-        return 2;
-    }
-    pthread_t workers[MAX_WORKERS];
-    for (int i = 0; i < threads; i++) {
-        if (pthread_create(&workers[i], NULL, worker, (void *)(uintptr_t)(i * 1000)) != 0) {
-            fprintf(stderr, "md_fork: pthread_create failed\n");
-            return 1;
-        }
-    }
-    uint32_t seed = (uint32_t)getpid() * 2654435761u;
     int rc = 0;
-    for (int k = 0; k < forks && rc == 0; k++) {
+    for (int k = 0; k < g_forks && rc == 0; k++) {
         seed ^= seed << 13;
         seed ^= seed >> 17;
         seed ^= seed << 5;
@@ -163,9 +151,9 @@ int main(int argc, char **argv)
             _exit(0);
         }
         int status = 0;
-        if (wait_child(pid, deadline_ms, &status) != 0) {
+        if (wait_child(pid, g_deadline_ms, &status) != 0) {
             printf("hung: child of fork %d (pid %d) still running after %ld ms\n", k, (int)pid,
-                   deadline_ms);
+                   g_deadline_ms);
             fflush(stdout);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
@@ -174,6 +162,51 @@ int main(int argc, char **argv)
             printf("failed: child of fork %d ended with status 0x%x\n", k, status);
             rc = 1;
         }
+    }
+    return rc;
+}
+
+static void *forker(void *arg)
+{
+    return (void *)(intptr_t)fork_loop((uint32_t)(uintptr_t)arg);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: md_fork FORKS THREADS [DEADLINE_MS [FORKERS]]\n");
+        return 2;
+    }
+    g_forks = atoi(argv[1]);
+    int threads = atoi(argv[2]);
+    g_deadline_ms = argc > 3 ? atol(argv[3]) : 10000;
+    int forkers = argc > 4 ? atoi(argv[4]) : 1;
+    if (g_forks < 1 || threads < 1 || threads > MAX_WORKERS || g_deadline_ms < 1 || forkers < 1 ||
+        forkers > MAX_WORKERS) {
+        fprintf(stderr, "md_fork: FORKS >= 1, 1 <= THREADS <= %d, DEADLINE_MS >= 1, "
+                        "1 <= FORKERS <= %d\n", MAX_WORKERS, MAX_WORKERS);
+        return 2;
+    }
+    pthread_t workers[MAX_WORKERS], forkers_t[MAX_WORKERS];
+    for (int i = 0; i < threads; i++) {
+        if (pthread_create(&workers[i], NULL, worker, (void *)(uintptr_t)(i * 1000)) != 0) {
+            fprintf(stderr, "md_fork: pthread_create failed\n");
+            return 1;
+        }
+    }
+    uint32_t seed = (uint32_t)getpid() * 2654435761u;
+    for (int i = 1; i < forkers; i++) {
+        if (pthread_create(&forkers_t[i], NULL, forker, (void *)(uintptr_t)(seed + i)) != 0) {
+            fprintf(stderr, "md_fork: pthread_create failed\n");
+            return 1;
+        }
+    }
+    int rc = fork_loop(seed);
+    for (int i = 1; i < forkers; i++) {
+        void *other = NULL;
+        pthread_join(forkers_t[i], &other);
+        if (rc == 0)
+            rc = (int)(intptr_t)other;
     }
     atomic_store(&g_stop, 1);
     for (int i = 0; i < threads; i++)
