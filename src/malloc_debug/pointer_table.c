@@ -8,7 +8,9 @@
  * without reading them), its count and its lock. Regions are created once and never freed;
  * the directory entry is published with release order, so a lookup is two loads without a
  * lock. Lock order: the creation lock, then region locks (lock_all); an add that creates a
- * region releases the creation lock before taking the region's.
+ * region releases the creation lock before taking the region's. A region's lock is a biased
+ * lock: glibc gives each thread an arena and each arena heaps (regions) of its own, so the
+ * thread that uses a region takes its lock without an atomic instruction.
  *
  * Cost of an add: two stores of the record, two loads, a lock round trip and a bit set;
  * a remove: the same with a bit test and clear, and the record's check.
@@ -16,6 +18,7 @@
 #include "pointer_table.h"
 
 #include "arena.h"
+#include "biased_lock.h"
 #include "debug_state.h"
 #include "guarded.h"
 #include "hs_assert.h"
@@ -35,7 +38,7 @@ _Static_assert(REGION_WORDS % 64 == 0, "a summary word covers 64 bitmap words");
 _Static_assert(HS_MD_PTR_MAX_SIZE >> 42 == 0, "the size takes the low 42 bits of a record");
 
 struct region {
-    hs_spinlock lock;
+    hs_biased_lock lock; /* mostly one thread's: see biased_lock.h */
     size_t count; /* live bits; guarded by lock, read relaxed for statistics */
     size_t peak;  /* highest count so far */
     uintptr_t base;
@@ -201,11 +204,11 @@ static __attribute__((noinline)) bool add_general(uintptr_t p, const struct hs_m
     if (!r && !(r = region_create(p)))
         return false;
     record_write(record_of(p), p, info);
-    hs_spin_lock(&r->lock);
+    bool owner = hs_biased_take(&r->lock);
     /* Already set: glibc handed out a live pointer twice, which cannot happen unless the heap
      * is corrupt; the new record stands (the old one's backtrace reference is lost). */
     bit_set(r, bit_of(p));
-    hs_spin_unlock(&r->lock);
+    hs_biased_unlock(&r->lock, owner);
     return true;
 }
 
@@ -216,11 +219,14 @@ bool hs_md_ptr_add(const void *ptr, const struct hs_md_ptr_info *info)
     if (__builtin_expect(info->size > HS_MD_PTR_MAX_SIZE, 0))
         return false;
     struct region *r = region_of(p);
-    if (__builtin_expect(!r || hs_md.guarded || !hs_spin_trylock_fast(&r->lock), 0))
+    if (__builtin_expect(!r || hs_md.guarded, 0))
+        return add_general(p, info);
+    bool owner = hs_biased_enter_owner(&r->lock);
+    if (__builtin_expect(!owner && !hs_biased_trylock_off(&r->lock), 0))
         return add_general(p, info);
     record_write(record_in_front(p), p, info);
     bit_set(r, bit_of(p)); /* as in add_general */
-    hs_spin_unlock(&r->lock);
+    hs_biased_unlock(&r->lock, owner);
     return true;
 }
 
@@ -248,9 +254,9 @@ static __attribute__((noinline)) bool remove_general(struct region *r, uintptr_t
                                                      struct hs_md_ptr_info *out)
 {
     const struct record *rec = record_of(p);
-    hs_spin_lock(&r->lock);
+    bool owner = hs_biased_take(&r->lock);
     bool live = take_locked(r, rec, p, out);
-    hs_spin_unlock(&r->lock);
+    hs_biased_unlock(&r->lock, owner);
     return live;
 }
 
@@ -260,10 +266,13 @@ bool hs_md_ptr_remove(const void *ptr, struct hs_md_ptr_info *out)
     struct region *r = (p & 15) ? NULL : region_of(p);
     if (!r)
         return false;
-    if (__builtin_expect(hs_md.guarded || !hs_spin_trylock_fast(&r->lock), 0))
+    if (__builtin_expect(hs_md.guarded, 0))
+        return remove_general(r, p, out);
+    bool owner = hs_biased_enter_owner(&r->lock);
+    if (__builtin_expect(!owner && !hs_biased_trylock_off(&r->lock), 0))
         return remove_general(r, p, out);
     bool live = take_locked(r, record_in_front(p), p, out);
-    hs_spin_unlock(&r->lock);
+    hs_biased_unlock(&r->lock, owner);
     return live;
 }
 
@@ -275,14 +284,14 @@ static bool find(const void *ptr, struct hs_md_ptr_info *out, bool ref)
         return false;
     const struct record *rec = record_of(p);
     struct bit b = bit_of(p);
-    hs_spin_lock(&r->lock);
+    bool owner = hs_biased_take(&r->lock);
     bool live = (r->bits[b.word] & b.mask) != 0;
     if (live && out) {
         record_read(rec, p, out);
         if (ref)
             hs_md_bt_ref(out->bt); /* lock order: region, then backtrace table */
     }
-    hs_spin_unlock(&r->lock);
+    hs_biased_unlock(&r->lock, owner);
     return live;
 }
 
@@ -315,14 +324,20 @@ size_t hs_md_ptr_peak(void)
 void hs_md_ptr_lock_all(void)
 {
     hs_spin_lock(&g_create_lock); /* no region appears meanwhile */
+    bool owned = false;
     for (struct region *r = g_regions; r; r = r->next)
-        hs_spin_lock(&r->lock);
+        owned |= hs_biased_hold(&r->lock);
+    if (owned) {
+        hs_biased_fence(); /* one for every region */
+        for (struct region *r = g_regions; r; r = r->next)
+            hs_biased_hold_wait(&r->lock);
+    }
 }
 
 void hs_md_ptr_unlock_all(void)
 {
     for (struct region *r = g_regions; r; r = r->next)
-        hs_spin_unlock(&r->lock);
+        hs_biased_release(&r->lock);
     hs_spin_unlock(&g_create_lock);
 }
 
