@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "range_lookup.h"
+#include "run_order.h"
 #include "sort.h"
 
 #include <errno.h>
@@ -539,11 +540,35 @@ static void zero_count(struct hs_mu_page *p, void *arg)
     p->count = 0;
 }
 
+/* For a page of the sorted allocs[] with a slot array: where each slot's allocations begin,
+ * counted in place (nothing moves). */
+static void index_sorted_page(struct hs_mu_heap_walker *w, const struct hs_mu_page *p)
+{
+    const struct hs_mu_alloc *run = w->allocs + p->base;
+    size_t nslots = (size_t)1 << (HS_MU_PAGE_SHIFT - p->slot_shift);
+    uint32_t *s = w->slots + p->slots;
+    memset(s, 0, (nslots + 1) * sizeof(*s));
+    for (size_t i = 0; i < p->count; i++)
+        s[slot_of(p, run[i].begin)]++;
+    uint32_t at = p->base;
+    for (size_t k = 0; k <= nslots; k++) {
+        uint32_t c = s[k];
+        s[k] = at;
+        at += c;
+    }
+}
+
 /* Sorts allocs[] (in listing order, each counted in its page's entry) by begin and indexes it:
  * every page entry gets its base, and the pages with many allocations their slot arrays.
- * A counting sort: by page (a scatter into a new array), then within each page. */
+ * A list made of a few sorted runs (run_order.h: malloc debug's, region by region) is put in
+ * order in place; any other by a counting sort: by page (a scatter into a new array), then
+ * within each page. */
 static int index_allocations(struct hs_mu_heap_walker *w)
 {
+    int in_order = hs_mu_order_runs(w->allocs, w->num_allocs, w->arena);
+    if (in_order < 0)
+        return in_order;
+    w->sorted_in_place = in_order == 1;
     size_t np = w->num_pages;
     struct hs_mu_page **order = hs_arena_alloc(w->arena, (np ? np : 1) * sizeof(*order));
     if (!order)
@@ -575,12 +600,23 @@ static int index_allocations(struct hs_mu_heap_walker *w)
     }
     int r = 0;
     size_t n = w->num_allocs;
-    struct hs_mu_alloc *sorted = hs_arena_alloc(w->arena, (n ? n : 1) * sizeof(*sorted));
-    struct hs_mu_alloc *tmp = hs_arena_alloc(w->arena, (longest ? longest : 1) * sizeof(*tmp));
     w->num_slot_words = words;
     w->slots = words ? hs_arena_alloc(w->arena, words * sizeof(*w->slots)) : NULL;
-    if (!sorted || !tmp || (words && !w->slots) || words >= UINT32_MAX) {
+    if ((words && !w->slots) || words >= UINT32_MAX) {
+        r = -ENOMEM;
+        goto done;
+    }
+    if (in_order) {
+        for (size_t i = 0; i < np; i++)
+            if (order[i]->slots != HS_MU_NO_SLOTS)
+                index_sorted_page(w, order[i]);
+        goto done;
+    }
+    struct hs_mu_alloc *sorted = hs_arena_alloc(w->arena, (n ? n : 1) * sizeof(*sorted));
+    struct hs_mu_alloc *tmp = hs_arena_alloc(w->arena, (longest ? longest : 1) * sizeof(*tmp));
+    if (!sorted || !tmp) {
         hs_arena_free(w->arena, sorted, (n ? n : 1) * sizeof(*sorted));
+        hs_arena_free(w->arena, tmp, (longest ? longest : 1) * sizeof(*tmp));
         r = -ENOMEM;
         goto done;
     }
@@ -597,8 +633,8 @@ static int index_allocations(struct hs_mu_heap_walker *w)
     w->cap_allocs = n ? n : 1;
     for (size_t i = 0; i < np; i++)
         index_page(w, order[i], tmp);
-done:
     hs_arena_free(w->arena, tmp, (longest ? longest : 1) * sizeof(*tmp));
+done:
     hs_arena_free(w->arena, order, (np ? np : 1) * sizeof(*order));
     return r;
 }
