@@ -100,36 +100,41 @@ int hs_mu_order_runs(struct hs_mu_alloc *a, size_t n, struct hs_arena *arena)
 {
     if (n < 2)
         return 1;
-    size_t k = 1;
-    for (size_t i = 1; i < n; i++)
-        if (run_starts(a, i) && ++k > HS_MU_MAX_RUNS)
-            return 0;
-    if (k == 1)
-        return 1;
-
-    size_t runs_bytes = k * sizeof(struct run), order_bytes = k * sizeof(uint32_t);
-    size_t best_bytes = k * sizeof(size_t), keep_bytes = 2 * k * sizeof(bool);
+    /* The runs, found in one pass (room for the most taken: 40 KiB). */
+    size_t runs_bytes = HS_MU_MAX_RUNS * sizeof(struct run);
     struct run *runs = hs_arena_alloc(arena, runs_bytes);
+    if (!runs)
+        return -ENOMEM;
+    size_t k = 0;
+    runs[0] = (struct run){0, 0, 0, a[0].begin, a[0].begin};
+    for (size_t i = 1; i < n; i++) {
+        if (__builtin_expect(run_starts(a, i), 0)) {
+            runs[k].len = i - runs[k].src;
+            runs[k].last = a[i - 1].begin;
+            if (++k == HS_MU_MAX_RUNS) {
+                hs_arena_free(arena, runs, runs_bytes);
+                return 0;
+            }
+            runs[k] = (struct run){i, 0, 0, a[i].begin, a[i].begin};
+        }
+    }
+    runs[k].len = n - runs[k].src;
+    runs[k].last = a[n - 1].begin;
+    if (++k == 1) {
+        hs_arena_free(arena, runs, runs_bytes);
+        return 1;
+    }
+
+    size_t order_bytes = k * sizeof(uint32_t);
+    size_t best_bytes = k * sizeof(size_t), keep_bytes = 2 * k * sizeof(bool);
     uint32_t *order = hs_arena_alloc(arena, order_bytes);
     size_t *best = hs_arena_alloc(arena, best_bytes);
     bool *keep = hs_arena_alloc(arena, keep_bytes);
     struct hs_mu_alloc *buf = NULL;
     size_t buf_bytes = 0;
     int result = -ENOMEM;
-    if (!runs || !order || !best || !keep)
+    if (!order || !best || !keep)
         goto done;
-    size_t r = 0;
-    runs[0] = (struct run){0, 0, 0, a[0].begin, a[0].begin};
-    for (size_t i = 1; i < n; i++) {
-        if (run_starts(a, i)) {
-            runs[r].len = i - runs[r].src;
-            runs[r].last = a[i - 1].begin;
-            r++;
-            runs[r] = (struct run){i, 0, 0, a[i].begin, a[i].begin};
-        }
-    }
-    runs[r].len = n - runs[r].src;
-    runs[r].last = a[n - 1].begin;
 
     /* The runs in address order, which must not interleave, give each its place. */
     for (uint32_t i = 0; i < k; i++)
