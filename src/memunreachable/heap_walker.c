@@ -26,6 +26,7 @@
 
 #include "log.h"
 #include "range_lookup.h"
+#include "run_order.h"
 #include "sort.h"
 
 #include <errno.h>
@@ -539,11 +540,35 @@ static void zero_count(struct hs_mu_page *p, void *arg)
     p->count = 0;
 }
 
+/* For a page of the sorted allocs[] with a slot array: where each slot's allocations begin,
+ * counted in place (nothing moves). */
+static void index_sorted_page(struct hs_mu_heap_walker *w, const struct hs_mu_page *p)
+{
+    const struct hs_mu_alloc *run = w->allocs + p->base;
+    size_t nslots = (size_t)1 << (HS_MU_PAGE_SHIFT - p->slot_shift);
+    uint32_t *s = w->slots + p->slots;
+    memset(s, 0, (nslots + 1) * sizeof(*s));
+    for (size_t i = 0; i < p->count; i++)
+        s[slot_of(p, run[i].begin)]++;
+    uint32_t at = p->base;
+    for (size_t k = 0; k <= nslots; k++) {
+        uint32_t c = s[k];
+        s[k] = at;
+        at += c;
+    }
+}
+
 /* Sorts allocs[] (in listing order, each counted in its page's entry) by begin and indexes it:
  * every page entry gets its base, and the pages with many allocations their slot arrays.
- * A counting sort: by page (a scatter into a new array), then within each page. */
+ * A list made of a few sorted runs (run_order.h: malloc debug's, region by region) is put in
+ * order in place; any other by a counting sort: by page (a scatter into a new array), then
+ * within each page. */
 static int index_allocations(struct hs_mu_heap_walker *w)
 {
+    int in_order = hs_mu_order_runs(w->allocs, w->num_allocs, w->arena);
+    if (in_order < 0)
+        return in_order;
+    w->sorted_in_place = in_order == 1;
     size_t np = w->num_pages;
     struct hs_mu_page **order = hs_arena_alloc(w->arena, (np ? np : 1) * sizeof(*order));
     if (!order)
@@ -575,12 +600,23 @@ static int index_allocations(struct hs_mu_heap_walker *w)
     }
     int r = 0;
     size_t n = w->num_allocs;
-    struct hs_mu_alloc *sorted = hs_arena_alloc(w->arena, (n ? n : 1) * sizeof(*sorted));
-    struct hs_mu_alloc *tmp = hs_arena_alloc(w->arena, (longest ? longest : 1) * sizeof(*tmp));
     w->num_slot_words = words;
     w->slots = words ? hs_arena_alloc(w->arena, words * sizeof(*w->slots)) : NULL;
-    if (!sorted || !tmp || (words && !w->slots) || words >= UINT32_MAX) {
+    if ((words && !w->slots) || words >= UINT32_MAX) {
+        r = -ENOMEM;
+        goto done;
+    }
+    if (in_order) {
+        for (size_t i = 0; i < np; i++)
+            if (order[i]->slots != HS_MU_NO_SLOTS)
+                index_sorted_page(w, order[i]);
+        goto done;
+    }
+    struct hs_mu_alloc *sorted = hs_arena_alloc(w->arena, (n ? n : 1) * sizeof(*sorted));
+    struct hs_mu_alloc *tmp = hs_arena_alloc(w->arena, (longest ? longest : 1) * sizeof(*tmp));
+    if (!sorted || !tmp) {
         hs_arena_free(w->arena, sorted, (n ? n : 1) * sizeof(*sorted));
+        hs_arena_free(w->arena, tmp, (longest ? longest : 1) * sizeof(*tmp));
         r = -ENOMEM;
         goto done;
     }
@@ -597,18 +633,18 @@ static int index_allocations(struct hs_mu_heap_walker *w)
     w->cap_allocs = n ? n : 1;
     for (size_t i = 0; i < np; i++)
         index_page(w, order[i], tmp);
-done:
     hs_arena_free(w->arena, tmp, (longest ? longest : 1) * sizeof(*tmp));
+done:
     hs_arena_free(w->arena, order, (np ? np : 1) * sizeof(*order));
     return r;
 }
 
-/* Drops ranges overlapping an earlier kept one (a broken allocation list), in place; returns
- * whether it dropped any. */
-static bool drop_overlapping(struct hs_mu_heap_walker *w)
+/* Drops ranges overlapping an earlier kept one (a broken allocation list), in place, from
+ * allocs[from] on (allocs[0, from) overlap nothing). */
+static void drop_overlapping(struct hs_mu_heap_walker *w, size_t from)
 {
-    size_t kept = 0;
-    for (size_t i = 0; i < w->num_allocs; i++) {
+    size_t kept = from;
+    for (size_t i = from; i < w->num_allocs; i++) {
         if (kept > 0 && w->allocs[i].begin < w->allocs[kept - 1].end) {
             if (w->dropped_overlapping++ == 0)
                 hs_log_tag(HS_MU_LOG_TAG, "allocation 0x%lx-0x%lx overlaps 0x%lx-0x%lx, ignored",
@@ -619,9 +655,7 @@ static bool drop_overlapping(struct hs_mu_heap_walker *w)
         }
         w->allocs[kept++] = w->allocs[i];
     }
-    bool dropped = kept != w->num_allocs;
     w->num_allocs = kept;
-    return dropped;
 }
 
 /* After dropping: the index again, from the (still sorted) allocations. */
@@ -638,26 +672,41 @@ static int reindex(struct hs_mu_heap_walker *w)
     return index_allocations(w);
 }
 
-/* Allocations running past the end of their page: the pages they cover get an entry (no
- * allocation begins there: the one to find is the last beginning below, base - 1), unless the
- * allocation covers more than HS_MU_BIG_PAGES pages; those go to big[] instead. */
-static int index_tails(struct hs_mu_heap_walker *w)
+/* One pass over the sorted allocations: finds the first that overlaps the one before it
+ * (returned; num_allocs when none), sums their bytes, and gives the pages that allocations
+ * run into past their own an entry (no allocation begins there: the one to find is the last
+ * beginning below, base - 1), unless the allocation covers more than HS_MU_BIG_PAGES pages;
+ * those go to big[] instead. Stops at an overlap (the caller drops it and starts again). */
+static size_t index_tails(struct hs_mu_heap_walker *w, int *err)
 {
+    w->num_big = 0;
+    w->allocation_bytes = 0;
+    *err = 0;
+    uintptr_t prev_end = 0;
     for (size_t i = 0; i < w->num_allocs; i++) {
-        uintptr_t p0 = w->allocs[i].begin >> HS_MU_PAGE_SHIFT;
-        uintptr_t p1 = (w->allocs[i].end - 1) >> HS_MU_PAGE_SHIFT;
-        if (p1 == p0)
+        uintptr_t begin = w->allocs[i].begin, end = w->allocs[i].end;
+        if (i > 0 && begin < prev_end)
+            return i;
+        prev_end = end;
+        w->allocation_bytes += end - begin;
+        uintptr_t p0 = begin >> HS_MU_PAGE_SHIFT;
+        uintptr_t p1 = (end - 1) >> HS_MU_PAGE_SHIFT;
+        if (__builtin_expect(p1 == p0, 1))
             continue;
         if (p1 - p0 > HS_MU_BIG_PAGES) {
-            if (!grow(w->arena, (void **)&w->big, &w->cap_big, w->num_big + 1, sizeof(*w->big), 16))
-                return -ENOMEM;
+            if (!grow(w->arena, (void **)&w->big, &w->cap_big, w->num_big + 1, sizeof(*w->big), 16)) {
+                *err = -ENOMEM;
+                return i;
+            }
             w->big[w->num_big++] = (uint32_t)i;
             continue;
         }
         for (uintptr_t p = p0 + 1; p <= p1; p++) {
             struct hs_mu_page *e = page_entry(w, p);
-            if (!e)
-                return -ENOMEM;
+            if (!e) {
+                *err = -ENOMEM;
+                return i;
+            }
             if (e->count == 0)
                 e->base = (uint32_t)(i + 1);
         }
@@ -666,7 +715,7 @@ static int index_tails(struct hs_mu_heap_walker *w)
         w->big_min = w->allocs[w->big[0]].begin;
         w->big_span = w->allocs[w->big[w->num_big - 1]].end - w->big_min;
     }
-    return 0;
+    return w->num_allocs;
 }
 
 int hs_mu_heap_walker_finish(struct hs_mu_heap_walker *w)
@@ -678,14 +727,20 @@ int hs_mu_heap_walker_finish(struct hs_mu_heap_walker *w)
     if (w->num_allocs >= UINT32_MAX)
         return -ENOMEM;
     int r = index_allocations(w);
-    if (r == 0 && drop_overlapping(w))
-        r = reindex(w);
+    if (r != 0)
+        return r;
+    /* A broken list's overlaps are dropped and the index made again (rare: the page entries
+     * the tails made stay, with empty runs, as reindex leaves them). */
+    for (size_t at; (at = index_tails(w, &r)) < w->num_allocs;) {
+        if (r != 0)
+            return r;
+        drop_overlapping(w, at);
+        if ((r = reindex(w)) != 0)
+            return r;
+    }
     if (r != 0)
         return r;
     size_t n = w->num_allocs;
-    w->allocation_bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        w->allocation_bytes += w->allocs[i].end - w->allocs[i].begin;
     if (n) {
         w->min = w->allocs[0].begin;
         w->span = w->allocs[n - 1].end - w->min;
@@ -696,7 +751,7 @@ int hs_mu_heap_walker_finish(struct hs_mu_heap_walker *w)
     w->pending = hs_arena_calloc(w->arena, (n / 64 + 1) * sizeof(*w->pending));
     if (!w->marked || !w->work || !w->pending)
         return -ENOMEM;
-    return index_tails(w);
+    return 0;
 }
 
 bool hs_mu_heap_walker_add_root_flags(struct hs_mu_heap_walker *w, uintptr_t begin, uintptr_t end,

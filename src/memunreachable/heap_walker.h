@@ -43,7 +43,10 @@
  * allocation in its page; the allocations are then scattered into page order (one pass, with
  * sequential reads; an in-place permutation was slower: a dependent random read per move), and
  * each page's run, a few hundred KiB at most and so in cache, is sorted by slot through a
- * buffer and within each slot by insertion.
+ * buffer and within each slot by insertion. A list that is a few sorted runs (malloc debug's,
+ * region by region) is instead put in order in place, runs moved whole (run_order.h), and each
+ * page's slots are counted without moving anything: no second array (160 MB of fresh memory
+ * at 10^7 blocks, whose page faults cost more than the sort).
  *
  * Fault tolerance: all reads of the snapshot's memory (root ranges, allocations, contents)
  * go through a guard. hs_mu_fault_guard_install() installs SIGSEGV/SIGBUS handlers; while a
@@ -54,7 +57,8 @@
  * without the guard (a real bug still crashes).
  *
  * Memory: everything comes from the caller's hs_arena (never malloc). For n allocations:
- * 16n bytes of ranges (+16n while sorting; the list grows by mremap, never copied), n/8
+ * 16n bytes of ranges (+16n while sorting a list that is not a few sorted runs; the list grows
+ * by mremap, never copied), n/8
  * bytes of mark bits and as many of pending bits, 4 to 8 bytes per allocation of slot arrays,
  * the page table (16 KiB per 1 GiB window holding allocations), and a work stack of 4n bytes of
  * address space, of which only the part a deep chain uses is touched.
@@ -142,6 +146,7 @@ struct hs_mu_heap_walker {
     size_t dropped_overlapping; /* ranges dropped because they overlapped another */
     bool finished;
     bool out_of_memory; /* an add failed: the result would be wrong, callers must give up */
+    bool sorted_in_place; /* the list was a few sorted runs, put in order in place (run_order.h) */
 
     /* Mark state. A newly marked allocation waits to be scanned either in `pending` (a bit
      * per allocation, scanned in address order) or, once few are left, on the `work` stack. */

@@ -70,6 +70,13 @@ class Detector(Case):
         self.expect(v, "dlopen_held", 0)
         self.expect(v, "dlopen_cleared", 1, 600)
 
+    def test_no_walk_to_probe_tracking(self):
+        # The check lists the blocks in the sweeper only; it once called malloc_iterate first,
+        # over an empty range, only to learn that they are tracked: a read of every block.
+        _, v = run_leaks("iterate_calls")
+        self.expect(v, "probe", 1024)
+        self.assertEqual(v["iterate_calls"], "0")
+
     def test_thousand_block_cycle(self):
         _, v = run_leaks("cycle")
         self.expect(v, "cycle", 1000, 16000)

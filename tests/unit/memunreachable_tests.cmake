@@ -16,9 +16,10 @@ set(HS_MU_SWEEP_SOURCES
   ${HS_MU_SRC_DIR}/report_text.c
   ${HS_MU_SRC_DIR}/result_codec.c
   ${HS_MU_SRC_DIR}/roots.c
+  ${HS_MU_SRC_DIR}/run_order.c
   ${HS_MU_SRC_DIR}/sweep.c)
 
-foreach(name walker roots folding report sweep)
+foreach(name walker roots folding report sweep run_order)
   add_executable(test_unreachable_${name}
     ${HS_MU_TESTS_DIR}/test_unreachable_${name}.c ${HS_MU_SWEEP_SOURCES})
   target_include_directories(test_unreachable_${name} PRIVATE

@@ -223,6 +223,89 @@ static void test_listed_source(void)
     hs_mu_heap_walker_destroy(&a);
 }
 
+/* As malloc debug lists (pointer_table.c): 64 MiB region by region, newest region first, in
+ * address order within each; g_region_first gives the regions' order. */
+static uintptr_t g_region_first[64];
+static size_t g_num_regions;
+
+static size_t region_list(uintptr_t (*out)[2], size_t cap)
+{
+    if (!out)
+        return g_fake_n;
+    size_t n = 0;
+    for (size_t r = 0; r < g_num_regions; r++) {
+        uintptr_t lo = g_region_first[r], hi = lo + ((uintptr_t)1 << 26);
+        for (size_t i = 0; i < g_fake_n; i++) { /* the table is in address order */
+            uintptr_t p = ~g_fake[i].enc;
+            if (p >= lo && p < hi) {
+                if (n < cap) {
+                    out[n][0] = p;
+                    out[n][1] = g_fake[i].size;
+                }
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+static void test_listed_in_regions(void)
+{
+    check_context("a list in malloc debug's region order is sorted in place, same walker");
+    enum { N = 30000 };
+    fake_reset();
+    /* A heap grown upwards over 6 regions (blocks running over region ends, a few covering
+     * several pages or more than HS_MU_BIG_PAGES of them), and a mapping far above. */
+    uintptr_t base = 0x560000000000, cur = base + 0x50;
+    for (size_t i = 0; i < N; i++) {
+        size_t size = rnd() % 500 == 0 ? 3000000 + rnd() % 3000000
+                      : i == N / 2  ? 200u << 20
+                                    : 1 + rnd() % 20000;
+        fake_add((void *)cur, size);
+        cur = (cur + size + 16 + 15) & ~(uintptr_t)15;
+    }
+    uintptr_t far = 0x7f1234560000;
+    fake_add((void *)far, 80u << 20);
+    uintptr_t top = cur >> 26;
+    g_num_regions = 0;
+    for (uintptr_t r = top; r >= base >> 26; r--) {
+        g_region_first[g_num_regions++] = r << 26;
+        if (r == (base >> 26) + 1) /* the far mapping was made before the heap's second region */
+            g_region_first[g_num_regions++] = far & ~(((uintptr_t)1 << 26) - 1);
+    }
+    CHECK(g_num_regions > 6);
+    struct hs_mu_heap_walker a, b;
+    build(&a); /* from fake_iterate: backwards, so by the general sort */
+    CHECK(!a.sorted_in_place);
+    const struct hs_mu_heap_source listed = {.list = region_list, .backtrace = fake_backtrace};
+    hs_mu_heap_walker_init(&b, &g_arena);
+    CHECK_EQ(hs_mu_heap_walker_collect(&b, &listed), 0);
+    CHECK_EQ(hs_mu_heap_walker_finish(&b), 0);
+    CHECK(b.sorted_in_place);
+    CHECK_EQ(b.num_allocs, N + 1);
+    CHECK_EQ(b.num_allocs, a.num_allocs);
+    CHECK_EQ(b.allocation_bytes, a.allocation_bytes);
+    CHECK_EQ(b.num_big, a.num_big);
+    CHECK(b.num_big > 0);
+    size_t differ = 0;
+    for (size_t i = 0; i < a.num_allocs && i < b.num_allocs; i++)
+        differ += a.allocs[i].begin != b.allocs[i].begin || a.allocs[i].end != b.allocs[i].end;
+    for (size_t i = 0; i < a.num_allocs; i++) {
+        uintptr_t probes[] = {a.allocs[i].begin, a.allocs[i].end - 1, a.allocs[i].end,
+                              a.allocs[i].begin - 1, a.allocs[i].begin + (a.allocs[i].end - a.allocs[i].begin) / 2};
+        for (size_t k = 0; k < sizeof(probes) / sizeof(probes[0]); k++)
+            differ += hs_mu_heap_walker_find(&a, probes[k]) != hs_mu_heap_walker_find(&b, probes[k]);
+    }
+    for (size_t k = 0; k < 200000; k++) {
+        uintptr_t x = base - 4096 + rnd() % (cur - base + 8192);
+        differ += hs_mu_heap_walker_find(&a, x) != hs_mu_heap_walker_find(&b, x);
+    }
+    CHECK_EQ(differ, 0);
+    CHECK_EQ(hs_mu_heap_walker_find(&b, far + 12345), b.num_allocs - 1);
+    hs_mu_heap_walker_destroy(&b);
+    hs_mu_heap_walker_destroy(&a);
+}
+
 /* Lists the n ranges [b[i], e[i]) in a shuffled order, builds the walker, and compares its
  * lookups with reference_find at every begin and end, around them, and at random addresses. */
 static size_t lookup_mismatches(struct hs_mu_heap_walker *w, const uintptr_t *b, const uintptr_t *e,
@@ -640,6 +723,7 @@ int main(void)
 {
     test_lookup_random();
     test_listed_source();
+    test_listed_in_regions();
     test_lookup_layouts();
     test_lookup_overlaps();
     test_lookup_edges();

@@ -297,6 +297,30 @@ static int scenario_many(void)
     return 0;
 }
 
+/* The program's own malloc_iterate (exported: dlsym(RTLD_DEFAULT) finds it before the
+ * library's), counting the calls and passing them on. */
+static atomic_int g_iterate_calls;
+
+__attribute__((visibility("default"))) int
+malloc_iterate(uintptr_t base, size_t size, void (*callback)(uintptr_t, size_t, void *), void *arg)
+{
+    atomic_fetch_add(&g_iterate_calls, 1);
+    int (*next)(uintptr_t, size_t, void (*)(uintptr_t, size_t, void *), void *) =
+        (int (*)(uintptr_t, size_t, void (*)(uintptr_t, size_t, void *), void *))dlsym(
+            RTLD_NEXT, "malloc_iterate");
+    return next ? next(base, size, callback, arg) : -1;
+}
+
+/* A check walks the blocks once, in the sweeper, listing them all at once: it does not call
+ * malloc_iterate (which reads every block's record) to find out whether they are tracked. */
+static int scenario_iterate_calls(void)
+{
+    make_many();
+    check_and_free("probe", 100);
+    printf("iterate_calls=%d\n", atomic_load(&g_iterate_calls));
+    return 0;
+}
+
 /* A leak whose text report the test compares exactly. */
 static __attribute__((noinline)) void make_report_leak(void)
 {
@@ -474,6 +498,8 @@ int main(int argc, char **argv)
         return scenario_many();
     if (!strcmp(s, "report"))
         return scenario_report();
+    if (!strcmp(s, "iterate_calls"))
+        return scenario_iterate_calls();
     if (!strcmp(s, "protnone"))
         return scenario_protnone();
     if (!strcmp(s, "load"))
