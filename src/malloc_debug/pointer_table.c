@@ -8,9 +8,7 @@
  * without reading them), its count and its lock. Regions are created once and never freed;
  * the directory entry is published with release order, so a lookup is two loads without a
  * lock. Lock order: the creation lock, then region locks (lock_all); an add that creates a
- * region releases the creation lock before taking the region's. A region's lock is a biased
- * lock: glibc gives each thread an arena and each arena heaps (regions) of its own, so the
- * thread that uses a region takes its lock without an atomic instruction.
+ * region releases the creation lock before taking the region's.
  *
  * Cost of an add: two stores of the record, two loads, a lock round trip and a bit set;
  * a remove: the same with a bit test and clear, and the record's check.
@@ -18,7 +16,6 @@
 #include "pointer_table.h"
 
 #include "arena.h"
-#include "biased_lock.h"
 #include "debug_state.h"
 #include "guarded.h"
 #include "hs_assert.h"
@@ -38,7 +35,7 @@ _Static_assert(REGION_WORDS % 64 == 0, "a summary word covers 64 bitmap words");
 _Static_assert(HS_MD_PTR_MAX_SIZE >> 42 == 0, "the size takes the low 42 bits of a record");
 
 struct region {
-    hs_biased_lock lock; /* mostly one thread's: see biased_lock.h */
+    hs_spinlock lock;
     size_t count; /* live bits; guarded by lock, read relaxed for statistics */
     size_t peak;  /* highest count so far */
     uintptr_t base;
@@ -204,11 +201,11 @@ static __attribute__((noinline)) bool add_general(uintptr_t p, const struct hs_m
     if (!r && !(r = region_create(p)))
         return false;
     record_write(record_of(p), p, info);
-    bool owner = hs_biased_take(&r->lock);
+    hs_spin_lock(&r->lock);
     /* Already set: glibc handed out a live pointer twice, which cannot happen unless the heap
      * is corrupt; the new record stands (the old one's backtrace reference is lost). */
     bit_set(r, bit_of(p));
-    hs_biased_unlock(&r->lock, owner);
+    hs_spin_unlock(&r->lock);
     return true;
 }
 
@@ -219,14 +216,11 @@ bool hs_md_ptr_add(const void *ptr, const struct hs_md_ptr_info *info)
     if (__builtin_expect(info->size > HS_MD_PTR_MAX_SIZE, 0))
         return false;
     struct region *r = region_of(p);
-    if (__builtin_expect(!r || hs_md.guarded, 0))
-        return add_general(p, info);
-    bool owner = hs_biased_enter_owner(&r->lock);
-    if (__builtin_expect(!owner && !hs_biased_trylock_off(&r->lock), 0))
+    if (__builtin_expect(!r || hs_md.guarded || !hs_spin_trylock_fast(&r->lock), 0))
         return add_general(p, info);
     record_write(record_in_front(p), p, info);
     bit_set(r, bit_of(p)); /* as in add_general */
-    hs_biased_unlock(&r->lock, owner);
+    hs_spin_unlock(&r->lock);
     return true;
 }
 
@@ -254,9 +248,9 @@ static __attribute__((noinline)) bool remove_general(struct region *r, uintptr_t
                                                      struct hs_md_ptr_info *out)
 {
     const struct record *rec = record_of(p);
-    bool owner = hs_biased_take(&r->lock);
+    hs_spin_lock(&r->lock);
     bool live = take_locked(r, rec, p, out);
-    hs_biased_unlock(&r->lock, owner);
+    hs_spin_unlock(&r->lock);
     return live;
 }
 
@@ -266,13 +260,10 @@ bool hs_md_ptr_remove(const void *ptr, struct hs_md_ptr_info *out)
     struct region *r = (p & 15) ? NULL : region_of(p);
     if (!r)
         return false;
-    if (__builtin_expect(hs_md.guarded, 0))
-        return remove_general(r, p, out);
-    bool owner = hs_biased_enter_owner(&r->lock);
-    if (__builtin_expect(!owner && !hs_biased_trylock_off(&r->lock), 0))
+    if (__builtin_expect(hs_md.guarded || !hs_spin_trylock_fast(&r->lock), 0))
         return remove_general(r, p, out);
     bool live = take_locked(r, record_in_front(p), p, out);
-    hs_biased_unlock(&r->lock, owner);
+    hs_spin_unlock(&r->lock);
     return live;
 }
 
@@ -284,14 +275,14 @@ static bool find(const void *ptr, struct hs_md_ptr_info *out, bool ref)
         return false;
     const struct record *rec = record_of(p);
     struct bit b = bit_of(p);
-    bool owner = hs_biased_take(&r->lock);
+    hs_spin_lock(&r->lock);
     bool live = (r->bits[b.word] & b.mask) != 0;
     if (live && out) {
         record_read(rec, p, out);
         if (ref)
             hs_md_bt_ref(out->bt); /* lock order: region, then backtrace table */
     }
-    hs_biased_unlock(&r->lock, owner);
+    hs_spin_unlock(&r->lock);
     return live;
 }
 
@@ -324,20 +315,14 @@ size_t hs_md_ptr_peak(void)
 void hs_md_ptr_lock_all(void)
 {
     hs_spin_lock(&g_create_lock); /* no region appears meanwhile */
-    bool owned = false;
     for (struct region *r = g_regions; r; r = r->next)
-        owned |= hs_biased_hold(&r->lock);
-    if (owned) {
-        hs_biased_fence(); /* one for every region */
-        for (struct region *r = g_regions; r; r = r->next)
-            hs_biased_hold_wait(&r->lock);
-    }
+        hs_spin_lock(&r->lock);
 }
 
 void hs_md_ptr_unlock_all(void)
 {
     for (struct region *r = g_regions; r; r = r->next)
-        hs_biased_release(&r->lock);
+        hs_spin_unlock(&r->lock);
     hs_spin_unlock(&g_create_lock);
 }
 

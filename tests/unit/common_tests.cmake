@@ -110,11 +110,3 @@ add_executable(test_hash_table ${HS_COMMON_TESTS_DIR}/test_hash_table.c)
 target_include_directories(test_hash_table PRIVATE ${HS_COMMON_TESTS_DIR})
 target_link_libraries(test_hash_table PRIVATE hs_base)
 add_test(NAME unit.hash_table COMMAND test_hash_table)
-
-# The biased lock (biased_lock.c): ownership, taking it away, holding, and mutual exclusion
-# between an owner without atomics and another thread (also under TSan: make sanitize).
-add_executable(test_biased_lock ${HS_COMMON_TESTS_DIR}/test_biased_lock.c)
-target_include_directories(test_biased_lock PRIVATE ${HS_COMMON_TESTS_DIR})
-target_link_libraries(test_biased_lock PRIVATE hs_base Threads::Threads)
-add_test(NAME unit.biased_lock COMMAND test_biased_lock)
-set_tests_properties(unit.biased_lock PROPERTIES TIMEOUT 120)
