@@ -488,6 +488,25 @@ static inline size_t slot_of(const struct hs_mu_page *p, uintptr_t addr)
     return (addr & (HS_MU_PAGE_BYTES - 1)) >> p->slot_shift;
 }
 
+/* For a page with a slot array: where each slot's allocations begin in allocs[] (s[k]; s[nslots]
+ * is the page's end), from where they are now (in order already, or about to be put in order
+ * by a scatter). Nothing moves. */
+static void count_slots(struct hs_mu_heap_walker *w, const struct hs_mu_page *p)
+{
+    const struct hs_mu_alloc *run = w->allocs + p->base;
+    size_t nslots = (size_t)1 << (HS_MU_PAGE_SHIFT - p->slot_shift);
+    uint32_t *s = w->slots + p->slots;
+    memset(s, 0, (nslots + 1) * sizeof(*s));
+    for (size_t i = 0; i < p->count; i++)
+        s[slot_of(p, run[i].begin)]++;
+    uint32_t at = p->base;
+    for (size_t k = 0; k <= nslots; k++) {
+        uint32_t c = s[k];
+        s[k] = at;
+        at += c;
+    }
+}
+
 /* Sorts the run of allocations of page p (allocs[p->base, p->base + p->count)) and, for a page
  * with more than HS_MU_PAGE_RUN allocations, fills its slot array: a counting sort by slot
  * through tmp (room for the run), then a sort within each slot. */
@@ -501,16 +520,7 @@ static void index_page(struct hs_mu_heap_walker *w, const struct hs_mu_page *p,
     }
     size_t nslots = (size_t)1 << (HS_MU_PAGE_SHIFT - p->slot_shift);
     uint32_t *s = w->slots + p->slots;
-    memset(s, 0, (nslots + 1) * sizeof(*s));
-    for (size_t i = 0; i < p->count; i++)
-        s[slot_of(p, run[i].begin)]++;
-    uint32_t at = p->base;
-    for (size_t k = 0; k < nslots; k++) {
-        uint32_t c = s[k];
-        s[k] = at;
-        at += c;
-    }
-    s[nslots] = at;
+    count_slots(w, p);
     for (size_t i = 0; i < p->count; i++)
         tmp[s[slot_of(p, run[i].begin)]++ - p->base] = run[i];
     /* s[k] is now where slot k + 1 starts: shift back. */
@@ -538,24 +548,6 @@ static void zero_count(struct hs_mu_page *p, void *arg)
 {
     (void)arg;
     p->count = 0;
-}
-
-/* For a page of the sorted allocs[] with a slot array: where each slot's allocations begin,
- * counted in place (nothing moves). */
-static void index_sorted_page(struct hs_mu_heap_walker *w, const struct hs_mu_page *p)
-{
-    const struct hs_mu_alloc *run = w->allocs + p->base;
-    size_t nslots = (size_t)1 << (HS_MU_PAGE_SHIFT - p->slot_shift);
-    uint32_t *s = w->slots + p->slots;
-    memset(s, 0, (nslots + 1) * sizeof(*s));
-    for (size_t i = 0; i < p->count; i++)
-        s[slot_of(p, run[i].begin)]++;
-    uint32_t at = p->base;
-    for (size_t k = 0; k <= nslots; k++) {
-        uint32_t c = s[k];
-        s[k] = at;
-        at += c;
-    }
 }
 
 /* Sorts allocs[] (in listing order, each counted in its page's entry) by begin and indexes it:
@@ -609,7 +601,7 @@ static int index_allocations(struct hs_mu_heap_walker *w)
     if (in_order) {
         for (size_t i = 0; i < np; i++)
             if (order[i]->slots != HS_MU_NO_SLOTS)
-                index_sorted_page(w, order[i]);
+                count_slots(w, order[i]);
         goto done;
     }
     struct hs_mu_alloc *sorted = hs_arena_alloc(w->arena, (n ? n : 1) * sizeof(*sorted));
