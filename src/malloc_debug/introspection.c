@@ -14,6 +14,7 @@
 #include "header.h"
 #include "pointer_table.h"
 
+#include "hs_assert.h"
 #include "log.h"
 
 #include <dlfcn.h>
@@ -92,8 +93,7 @@ struct iterate_args {
 static void iterate_one(uintptr_t ptr, const struct hs_md_ptr_info *info, void *arg)
 {
     const struct iterate_args *a = arg;
-    if (ptr < a->base || ptr >= a->end)
-        return;
+    hs_assert(ptr >= a->base && ptr < a->end);
     size_t usable = hs_md.header ? hs_md_header_of((void *)ptr)->usable_size : info->size;
     a->callback(ptr, usable, a->arg);
 }
@@ -109,7 +109,7 @@ HS_EXPORT int malloc_iterate(uintptr_t base, size_t size,
     bool locked_here = __atomic_load_n(&g_disabled_by, __ATOMIC_ACQUIRE) != self_tid();
     if (locked_here)
         hs_md_ptr_lock_all();
-    hs_md_ptr_foreach_locked(iterate_one, &a);
+    hs_md_ptr_foreach_in_locked(a.base, a.end, iterate_one, &a);
     if (locked_here)
         hs_md_ptr_unlock_all();
     return 0;

@@ -326,18 +326,49 @@ void hs_md_ptr_unlock_all(void)
     hs_spin_unlock(&g_create_lock);
 }
 
-/* Calls visit for every live pointer of r, in address order (lock held). Inline with a
- * constant visit, so that listing 10^7 blocks makes no call per block. */
+/* Calls visit for every live pointer of r whose bit is in [first, end), in address order
+ * (lock held). Inline with a constant visit, so that listing 10^7 blocks makes no call per
+ * block; the whole region is first = 0, end = REGION_BITS (every mask all ones). */
 static inline __attribute__((always_inline)) void
-for_each_live(const struct region *r, void (*visit)(uintptr_t p, void *arg), void *arg)
+for_each_live(const struct region *r, size_t first, size_t end,
+              void (*visit)(uintptr_t p, void *arg), void *arg)
 {
-    for (size_t s = 0; s < SUMMARY_WORDS; s++) {
-        for (uint64_t sw = r->summary[s]; sw; sw &= sw - 1) {
+    hs_assert(end <= REGION_BITS);
+    if (first >= end)
+        return;
+    size_t w_first = first / 64, w_last = (end - 1) / 64;
+    for (size_t s = w_first / 64; s <= w_last / 64; s++) {
+        uint64_t sw = r->summary[s];
+        if (s == w_first / 64)
+            sw &= ~UINT64_C(0) << (w_first % 64);
+        if (s == w_last / 64)
+            sw &= ~UINT64_C(0) >> (63 - w_last % 64);
+        for (; sw; sw &= sw - 1) {
             size_t w = s * 64 + (size_t)__builtin_ctzll(sw);
-            for (uint64_t bw = r->bits[w]; bw; bw &= bw - 1)
+            uint64_t bw = r->bits[w];
+            if (w == w_first)
+                bw &= ~UINT64_C(0) << (first % 64);
+            if (w == w_last)
+                bw &= ~UINT64_C(0) >> (63 - (end - 1) % 64);
+            for (; bw; bw &= bw - 1)
                 visit(r->base + ((w * 64 + (size_t)__builtin_ctzll(bw)) << GRANULE_SHIFT), arg);
         }
     }
+}
+
+/* The bits of r for pointers in [lo, hi): *first and *end (empty when *first >= *end). */
+static void bits_in_range(const struct region *r, uintptr_t lo, uintptr_t hi, size_t *first,
+                          size_t *end)
+{
+    const uintptr_t region_end = r->base + ((uintptr_t)1 << REGION_SHIFT);
+    *first = lo <= r->base ? 0
+             : lo >= region_end
+                 ? REGION_BITS
+                 : (size_t)((lo - r->base + ((uintptr_t)1 << GRANULE_SHIFT) - 1) >> GRANULE_SHIFT);
+    *end = hi >= region_end ? REGION_BITS
+           : hi <= r->base
+               ? 0
+               : (size_t)((hi - r->base + ((uintptr_t)1 << GRANULE_SHIFT) - 1) >> GRANULE_SHIFT);
 }
 
 struct foreach_args {
@@ -353,13 +384,24 @@ static void foreach_visit(uintptr_t p, void *arg)
     a->fn(p, &info, a->arg);
 }
 
+void hs_md_ptr_foreach_in_locked(uintptr_t lo, uintptr_t hi,
+                                 void (*fn)(uintptr_t ptr, const struct hs_md_ptr_info *info,
+                                            void *arg),
+                                 void *arg)
+{
+    struct foreach_args a = {fn, arg};
+    for (struct region *r = g_regions; r; r = r->next) {
+        size_t first, end;
+        bits_in_range(r, lo, hi, &first, &end);
+        for_each_live(r, first, end, foreach_visit, &a);
+    }
+}
+
 void hs_md_ptr_foreach_locked(void (*fn)(uintptr_t ptr, const struct hs_md_ptr_info *info,
                                          void *arg),
                               void *arg)
 {
-    struct foreach_args a = {fn, arg};
-    for (struct region *r = g_regions; r; r = r->next)
-        for_each_live(r, foreach_visit, &a);
+    hs_md_ptr_foreach_in_locked(0, UINTPTR_MAX, fn, arg);
 }
 
 struct list_args {
@@ -383,6 +425,6 @@ size_t hs_md_ptr_list_locked(uintptr_t (*out)[2], size_t cap)
 {
     struct list_args a = {out, cap, 0};
     for (struct region *r = g_regions; r; r = r->next)
-        for_each_live(r, list_visit, &a);
+        for_each_live(r, 0, REGION_BITS, list_visit, &a);
     return a.n;
 }

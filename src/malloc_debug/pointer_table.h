@@ -86,6 +86,13 @@ void hs_md_ptr_foreach_locked(void (*fn)(uintptr_t ptr, const struct hs_md_ptr_i
                                          void *arg),
                               void *arg);
 
+/* The same for the live entries whose pointer is in [lo, hi) only: regions outside the range
+ * and bitmap words outside it are not read (malloc_iterate over one mapping). */
+void hs_md_ptr_foreach_in_locked(uintptr_t lo, uintptr_t hi,
+                                 void (*fn)(uintptr_t ptr, const struct hs_md_ptr_info *info,
+                                            void *arg),
+                                 void *arg);
+
 /* Writes the first cap live entries to out as {pointer, requested size} pairs (in the order
  * of hs_md_ptr_foreach_locked), and returns how many entries are live (possibly more than cap). The caller must
  * hold the table locked. One pass over the bitmaps: how the unreachable-memory check lists

@@ -201,6 +201,68 @@ static void test_region_edges_and_listing(void)
     CHECK(hs_md_ptr_peak() >= 4);
 }
 
+struct in_range {
+    uintptr_t lo, hi;
+    size_t n, outside;
+};
+
+static void count_in_range(uintptr_t p, const struct hs_md_ptr_info *info, void *arg)
+{
+    (void)info;
+    struct in_range *r = arg;
+    r->n++;
+    r->outside += p < r->lo || p >= r->hi;
+}
+
+static void test_listing_a_range(void)
+{
+    check_context("listing the pointers of an address range only (malloc_iterate)");
+    /* Blocks at both ends of a region, around a bitmap word's and a summary word's edges
+     * (a bitmap word covers 1 KiB, a summary word 64 KiB), and in the next region. */
+    const uintptr_t ptrs[] = {g_base + 16,          g_base + 1008,        g_base + 1024,
+                              g_base + 1040,        g_base + 65520,       g_base + 65536,
+                              g_base + REGION - 16, g_base + REGION,      g_base + REGION + 32,
+                              g_base + 2 * REGION + 4096};
+    const size_t n = sizeof(ptrs) / sizeof(ptrs[0]);
+    for (size_t i = 0; i < n; i++)
+        add_plain(ptrs[i], 64);
+    /* Ranges with ends on, just before and just after blocks, inside granules, across
+     * regions, empty and reversed. */
+    const uintptr_t ends[] = {0,
+                              g_base,
+                              g_base + 15,
+                              g_base + 16,
+                              g_base + 17,
+                              g_base + 1008,
+                              g_base + 1024,
+                              g_base + 1025,
+                              g_base + 65536,
+                              g_base + 65537,
+                              g_base + REGION - 16,
+                              g_base + REGION,
+                              g_base + REGION + 33,
+                              g_base + 3 * REGION,
+                              UINTPTR_MAX};
+    const size_t n_ends = sizeof(ends) / sizeof(ends[0]);
+    size_t wrong = 0;
+    hs_md_ptr_lock_all();
+    for (size_t i = 0; i < n_ends; i++) {
+        for (size_t j = 0; j < n_ends; j++) {
+            struct in_range r = {ends[i], ends[j], 0, 0};
+            hs_md_ptr_foreach_in_locked(r.lo, r.hi, count_in_range, &r);
+            size_t expected = 0;
+            for (size_t k = 0; k < n; k++)
+                expected += ptrs[k] >= r.lo && ptrs[k] < r.hi;
+            wrong += r.n != expected || r.outside != 0;
+        }
+    }
+    hs_md_ptr_unlock_all();
+    CHECK_EQ(wrong, 0);
+    for (size_t i = 0; i < n; i++)
+        CHECK(remove_plain(ptrs[i], &(size_t){0}));
+    CHECK_EQ(hs_md_ptr_count(), 0);
+}
+
 /* Random adds, removes and finds over three regions, against an array of what should be
  * there; neighbouring blocks 48 bytes apart share bitmap words. */
 static void test_against_model(void)
@@ -317,6 +379,7 @@ int main(void)
     test_bad_pointers();
     test_damaged_record();
     test_region_edges_and_listing();
+    test_listing_a_range();
     test_against_model();
     test_threads();
     return check_report();
