@@ -115,8 +115,9 @@ static bool find_heap_source(struct hs_mu_heap_source *heap)
         return false;
     }
     /* Whether the shim tracks the blocks: heapscope's shim counts them at once (SIZE_MAX
-     * without tracking), where malloc_iterate, even over an empty range, reads every block's
-     * record (150 ms at 10^7 blocks, before the threads are even stopped). */
+     * without tracking) without locking its table; malloc_iterate over an empty range reads
+     * no block (it once read every block's record: 150 ms at 10^7 blocks, before the threads
+     * were even stopped) but still takes every lock of the table. */
     if (heap->list ? heap->list(NULL, 0) == SIZE_MAX
                    : heap->iterate(0, 0, ignore_block, NULL) != 0) {
         mu_log("cannot check for unreachable memory: allocations are not tracked; add "
