@@ -366,6 +366,7 @@ void hs_md_free_queue_push(void *ptr, void *orig, size_t usable, const uintptr_t
         pop_oldest(q, &evicted[n_evicted++]); /* full: the oldest makes room */
     }
     hs_assert(q->count < q->capacity && q->head < q->capacity);
+    hs_assert(!(num_frames && bt)); /* a free backtrace is a row or a record, never both */
     size_t at = ring_index(q, q->count);
     q->slots[at] = (struct freed){ptr, orig, usable, bt, (uint32_t)num_frames};
     if (num_frames)
