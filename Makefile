@@ -36,11 +36,12 @@ test: deps
 #    malloc debug e2e suites of UBSAN_E2E, with the shim preloaded as users run it.
 #  - $(BUILD)-tsan, ThreadSanitizer: the ring buffer's writers against its reader, the
 #    profiler's stack hints (a writer switching a slot between two threads under readers),
-#    and the threads of the pointer table and the free queue.
+#    the threads of the pointer table and the free queue, and the profiler daemon's
+#    background symbolizing against its dumps.
 # Any report fails the test (-fno-sanitize-recover; ASan and TSan exit non-zero on a report).
 ASAN_EXCLUDE = ^unit[.](backtrace|backtrace_nopie|glibc_heap|got_hooks|collector)$$
 UBSAN_E2E = ^e2e[.]malloc_debug_(reports|options|tracking|stress)$$
-TSAN_TESTS = ^unit[.](ring_buffer|stack_hints|pointer_table|pointer_table_regions|free_queue_threads|free_queue_rings)$$
+TSAN_TESTS = ^unit[.](ring_buffer|stack_hints|pointer_table|pointer_table_regions|free_queue_threads|free_queue_rings|presymbolizer)$$
 SAN_ENV = UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ASAN_OPTIONS=handle_segv=0:detect_leaks=1:suppressions=$(CURDIR)/tests/sanitizers/asan.supp \
 	TSAN_OPTIONS=halt_on_error=1:suppressions=$(CURDIR)/tests/sanitizers/tsan.supp
@@ -54,7 +55,7 @@ sanitize: deps
 	cmake --build $(BUILD)-ubsan -j $(JOBS) --target malloc_debug malloc_debug_symbols md_bugs md_stress md_track md_track_stripped_target heapscope
 	cd $(BUILD)-ubsan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -R '$(UBSAN_E2E)'
 	cmake -S . -B $(BUILD)-tsan $(SAN_CONFIGURE) -DHEAPSCOPE_SANITIZE=thread
-	cmake --build $(BUILD)-tsan -j $(JOBS) --target test_ring_buffer test_stack_hints test_pointer_table test_pointer_table_regions test_free_queue test_free_queue_rings
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target test_ring_buffer test_stack_hints test_pointer_table test_pointer_table_regions test_free_queue test_free_queue_rings test_presymbolizer
 	cd $(BUILD)-tsan && $(SAN_ENV) ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
 
 demo: deps

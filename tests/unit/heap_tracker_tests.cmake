@@ -20,3 +20,11 @@ target_include_directories(test_profile_writer PRIVATE ${HS_TRACKER_TESTS_DIR})
 target_link_libraries(test_profile_writer PRIVATE hs_profiler_daemon hs_report)
 add_test(NAME unit.profile_writer COMMAND test_profile_writer)
 set_tests_properties(unit.profile_writer PROPERTIES TIMEOUT 120 ENVIRONMENT "DEBUGINFOD_URLS=")
+
+# The daemon's background symbolizing (src/profiler/daemon/presymbolizer.c): its own mappings;
+# also run under ThreadSanitizer (make sanitize).
+add_executable(test_presymbolizer ${HS_TRACKER_TESTS_DIR}/test_presymbolizer.c)
+target_include_directories(test_presymbolizer PRIVATE ${HS_TRACKER_TESTS_DIR})
+target_link_libraries(test_presymbolizer PRIVATE hs_profiler_daemon)
+add_test(NAME unit.presymbolizer COMMAND test_presymbolizer)
+set_tests_properties(unit.presymbolizer PROPERTIES TIMEOUT 300 ENVIRONMENT "DEBUGINFOD_URLS=")

@@ -234,6 +234,37 @@ static void test_trie(void)
     check_context(NULL);
 }
 
+/* hs_tracker_new_pcs hands out each node's pc once, in the order the nodes were made, a cap
+ * at a time, and only the nodes made since the cursor. */
+static void test_new_pcs(void)
+{
+    check_context("new pcs");
+    struct hs_tracker *t = hs_tracker_new();
+    CHECK(t != NULL);
+    uintptr_t pcs[8];
+    size_t cursor = 0;
+    CHECK_EQ(hs_tracker_new_pcs(t, &cursor, pcs, 8), 0); /* the root has no pc */
+    CHECK_EQ(m1(t, 0, 1, 0x1000, 10, S_A, 3), 0);        /* nodes 33, 22, 11 */
+    CHECK_EQ(m1(t, 0, 2, 0x2000, 20, S_B, 3), 0);        /* one new node: 44 */
+    CHECK_EQ(hs_tracker_new_pcs(t, &cursor, pcs, 2), 2);
+    CHECK_EQ(pcs[0], 0x33);
+    CHECK_EQ(pcs[1], 0x22);
+    CHECK_EQ(hs_tracker_new_pcs(t, &cursor, pcs, 8), 2);
+    CHECK_EQ(pcs[0], 0x11);
+    CHECK_EQ(pcs[1], 0x44);
+    CHECK_EQ(hs_tracker_new_pcs(t, &cursor, pcs, 8), 0);
+    CHECK_EQ(m1(t, 0, 3, 0x3000, 30, S_A, 3), 0); /* no new node */
+    CHECK_EQ(m1(t, 0, 4, 0x4000, 40, S_D, 3), 0); /* 11, 11>22, 11>22>33 */
+    CHECK_EQ(hs_tracker_new_pcs(t, &cursor, pcs, 8), 3);
+    CHECK_EQ(pcs[0], 0x11);
+    CHECK_EQ(pcs[1], 0x22);
+    CHECK_EQ(pcs[2], 0x33);
+    CHECK_EQ(hs_tracker_new_pcs(t, &cursor, pcs, 8), 0);
+    CHECK_EQ(cursor, stats(t).callsites + 1);
+    hs_tracker_free(t);
+    check_context(NULL);
+}
+
 static int stop_at_first(const uintptr_t *pcs, size_t n, const struct hs_callsite_values *v,
                          void *arg)
 {
@@ -1149,6 +1180,7 @@ static void test_hostile(void)
 int main(void)
 {
     test_trie();
+    test_new_pcs();
     test_early_stop();
     test_totals_exact();
     test_weights();

@@ -773,6 +773,16 @@ void hs_tracker_get_stats(const struct hs_tracker *t, struct hs_tracker_stats *s
     st->live_blocks = t->live.count;
 }
 
+size_t hs_tracker_new_pcs(const struct hs_tracker *t, size_t *cursor, uintptr_t *pcs, size_t cap)
+{
+    size_t i = *cursor ? *cursor : 1; /* node 0, the root, has no pc */
+    size_t n = 0;
+    while (i < t->num_nodes && n < cap)
+        pcs[n++] = t->nodes[i++].pc;
+    *cursor = i;
+    return n;
+}
+
 size_t hs_tracker_memory(const struct hs_tracker *t)
 {
     if (!t)

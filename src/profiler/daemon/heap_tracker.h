@@ -95,6 +95,11 @@ int hs_tracker_record_free(struct hs_tracker *t, uint32_t heap, uint64_t seq, ui
 
 void hs_tracker_get_stats(const struct hs_tracker *t, struct hs_tracker_stats *st);
 
+/* The pcs of the trie nodes made since *cursor (0 at first), one per node in the order they
+ * were made, at most cap of them; advances *cursor past them. Returns how many: every pc a
+ * profile of the tracker can hold comes out once per node holding it. */
+size_t hs_tracker_new_pcs(const struct hs_tracker *t, size_t *cursor, uintptr_t *pcs, size_t cap);
+
 /* Bytes the tracker holds (tables, trie, live table). */
 size_t hs_tracker_memory(const struct hs_tracker *t);
 

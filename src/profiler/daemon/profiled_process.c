@@ -5,8 +5,10 @@
 
 #include "handshake.h"
 #include "heap_tracker.h"
+#include "hs_assert.h"
 #include "log.h"
 #include "perf_map.h"
+#include "presymbolizer.h"
 #include "proc_maps.h"
 #include "profile_writer.h"
 #include "records.h"
@@ -63,6 +65,8 @@ struct hs_profiled_process {
     struct hs_rb rb;
     struct hs_unwinder *unwinder;
     struct hs_symbolizer *symbolizer;
+    struct hs_presym *presym;   /* symbolizes new call sites while the process runs */
+    size_t presym_cursor;       /* the tracker's pcs handed to it so far (hs_tracker_new_pcs) */
     struct hs_tracker *tracker;
     char *maps;
     size_t maps_len, maps_cap;
@@ -181,7 +185,9 @@ static int read_maps(struct hs_profiled_process *p)
     p->maps_read_ns = hs_monotonic_ns();
     p->st.maps_reads++;
     hs_unwinder_set_maps(p->unwinder, p->maps, len);
+    hs_presym_lock(p->presym);
     hs_symbolizer_add_maps_text(p->symbolizer, p->maps, len);
+    hs_presym_unlock(p->presym);
 
     struct find_client f = {p->client_pc, 0, 0};
     struct hs_map scratch;
@@ -299,11 +305,12 @@ struct hs_profiled_process *hs_process_accept(int sock, const struct hs_daemon_c
         p->client_pc = (uintptr_t)hello.client_pc;
         p->unwinder = hs_unwinder_new(p->pid, p->mem_fd);
         p->symbolizer = hs_symbolizer_new(NULL);
+        p->presym = p->symbolizer ? hs_presym_new(p->symbolizer) : NULL;
         p->tracker = hs_tracker_new();
         p->scratch_cap = sizeof(struct hs_record_malloc) + cfg->max_stack + 64;
         p->scratch = aligned_alloc(64, (p->scratch_cap + 63) & ~(size_t)63);
-        if (p->unwinder == NULL || p->symbolizer == NULL || p->tracker == NULL ||
-            p->scratch == NULL)
+        if (p->unwinder == NULL || p->symbolizer == NULL || p->presym == NULL ||
+            p->tracker == NULL || p->scratch == NULL)
             why = "the profiler is out of memory";
         else if (read_maps(p) != 0)
             why = "cannot read the process's maps";
@@ -455,7 +462,25 @@ static void apply(struct hs_profiled_process *p, const void *data, size_t len)
     }
 }
 
+/* Hands the pcs of the call sites made since the last call to the presymbolizer. */
+static void presymbolize_new_pcs(struct hs_profiled_process *p)
+{
+    uintptr_t pcs[256];
+    size_t n;
+    while ((n = hs_tracker_new_pcs(p->tracker, &p->presym_cursor, pcs, 256)) > 0)
+        hs_presym_add(p->presym, pcs, n);
+}
+
+static enum hs_drain_state drain_records(struct hs_profiled_process *p, size_t max);
+
 enum hs_drain_state hs_process_drain(struct hs_profiled_process *p, size_t max)
+{
+    enum hs_drain_state st = drain_records(p, max);
+    presymbolize_new_pcs(p);
+    return st;
+}
+
+static enum hs_drain_state drain_records(struct hs_profiled_process *p, size_t max)
 {
     if (p->broken != HS_RB_OK || p->drained)
         return HS_DRAIN_IDLE;
@@ -634,10 +659,16 @@ static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMME
              "reordered %llu",
              (unsigned long long)ts.callsites, (unsigned long long)ts.live_blocks,
              (unsigned long long)ts.frees_unknown, (unsigned long long)ts.frees_reordered);
+    struct hs_presym_stats ps;
+    hs_presym_get_stats(p->presym, &ps);
+    snprintf(c[n++], COMMENT_LEN,
+             "symbolizing: %llu pcs of call sites done during the run, %llu left to the dumps",
+             (unsigned long long)ps.symbolized, (unsigned long long)(ps.queued - ps.symbolized));
     snprintf(c[n++], COMMENT_LEN,
              "daemon memory: %zu KiB of bookkeeping for this process, %llu KiB resident in "
              "all (shared buffers and symbol tables included)",
              hs_process_memory(p) / 1024, (unsigned long long)(hs_daemon_resident_bytes() >> 10));
+    hs_assert(n < MAX_COMMENTS); /* dump_label adds the perf map's line */
     return n;
 }
 
@@ -655,8 +686,14 @@ static int write_file(struct hs_profiled_process *p, uint32_t heap, const char *
             p->cfg->write_failed(p->pid, path, strerror(err));
         return -1;
     }
-    int rc = android ? hs_profile_write_android(p->tracker, heap, meta, f)
-                     : hs_profile_write_pprof(p->tracker, heap, p->symbolizer, meta, f);
+    int rc;
+    if (android) {
+        rc = hs_profile_write_android(p->tracker, heap, meta, f);
+    } else {
+        hs_presym_lock(p->presym);
+        rc = hs_profile_write_pprof(p->tracker, heap, p->symbolizer, meta, f);
+        hs_presym_unlock(p->presym);
+    }
     int err = errno;
     if (fclose(f) != 0 && rc == 0) {
         rc = -1;
@@ -777,6 +814,7 @@ void hs_process_free(struct hs_profiled_process *p)
         close(p->maps_fd);
     if (p->mem_fd >= 0)
         close(p->mem_fd);
+    hs_presym_free(p->presym); /* first: its worker may be using the symbolizer */
     hs_symbolizer_free(p->symbolizer);
     hs_tracker_free(p->tracker);
     free(p->maps);

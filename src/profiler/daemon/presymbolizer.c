@@ -1,0 +1,249 @@
+/* presymbolizer.c: background symbolizing of the profiled processes' pcs (see
+ * presymbolizer.h).
+ *
+ * Locks. g.lock guards the worker's state and every queue (pcs, head, len, cap, listed,
+ * next, the counters); a queue's sym_lock guards its symbolizer. The worker never holds
+ * both: it copies a batch out under g.lock, then takes sym_lock for one pc at a time, so a
+ * writer waits at most for one pc. A queue is freed only once the worker is not busy with it
+ * (g.busy), so the worker never touches a freed queue.
+ */
+#define _GNU_SOURCE
+#include "presymbolizer.h"
+
+#include "hs_assert.h"
+#include "symbolizer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct hs_presym {
+    pthread_mutex_t sym_lock;
+    struct hs_symbolizer *sym;
+    /* Under g.lock: */
+    uintptr_t *pcs; /* the queue: pcs[head..len) */
+    size_t head, len, cap;
+    bool listed;            /* in g's list of queues with work */
+    struct hs_presym *next; /* that list's link */
+    uint64_t queued, symbolized;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work; /* a queue was listed */
+    pthread_cond_t done; /* the worker finished a batch */
+    struct hs_presym *first, *last; /* queues with work, served in turn */
+    struct hs_presym *busy;         /* the queue of the batch in progress */
+    bool started, failed;
+} g = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .work = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+};
+
+static void list_append(struct hs_presym *ps)
+{
+    ps->next = NULL;
+    if (g.last)
+        g.last->next = ps;
+    else
+        g.first = ps;
+    g.last = ps;
+    ps->listed = true;
+}
+
+static struct hs_presym *list_pop(void)
+{
+    struct hs_presym *ps = g.first;
+    g.first = ps->next;
+    if (g.first == NULL)
+        g.last = NULL;
+    ps->listed = false;
+    return ps;
+}
+
+static void list_remove(struct hs_presym *ps)
+{
+    struct hs_presym *prev = NULL;
+    for (struct hs_presym *q = g.first; q != NULL; prev = q, q = q->next) {
+        if (q != ps)
+            continue;
+        if (prev)
+            prev->next = q->next;
+        else
+            g.first = q->next;
+        if (g.last == q)
+            g.last = prev;
+        break;
+    }
+    ps->listed = false;
+}
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    struct hs_frame_info frames[HS_SYMBOLIZE_MAX_FRAMES];
+    uintptr_t batch[HS_PRESYM_BATCH];
+    pthread_mutex_lock(&g.lock);
+    for (;;) {
+        while (g.first == NULL)
+            pthread_cond_wait(&g.work, &g.lock);
+        struct hs_presym *ps = list_pop();
+        size_t n = ps->len - ps->head;
+        hs_assert(n > 0);
+        if (n > HS_PRESYM_BATCH)
+            n = HS_PRESYM_BATCH;
+        memcpy(batch, ps->pcs + ps->head, n * sizeof(*batch));
+        ps->head += n;
+        if (ps->head == ps->len)
+            ps->head = ps->len = 0;
+        else
+            list_append(ps); /* the others' turn first */
+        g.busy = ps;
+        pthread_mutex_unlock(&g.lock);
+
+        for (size_t i = 0; i < n; i++) {
+            pthread_mutex_lock(&ps->sym_lock);
+            hs_symbolize(ps->sym, batch[i], 0, frames, HS_SYMBOLIZE_MAX_FRAMES);
+            pthread_mutex_unlock(&ps->sym_lock);
+        }
+
+        pthread_mutex_lock(&g.lock);
+        ps->symbolized += n;
+        g.busy = NULL;
+        pthread_cond_broadcast(&g.done);
+    }
+    return NULL;
+}
+
+/* Under g.lock. The worker blocks every signal: the daemon takes its signals through a
+ * signalfd, and its other threads must not be picked to run a handler. */
+static bool worker_running(void)
+{
+    if (!g.started && !g.failed) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_t attr;
+        pthread_t th;
+        bool ok = pthread_attr_init(&attr) == 0;
+        if (ok) {
+            pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+            ok = pthread_create(&th, &attr, worker, NULL) == 0;
+            pthread_attr_destroy(&attr);
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (ok)
+            g.started = true;
+        else
+            g.failed = true;
+    }
+    return g.started;
+}
+
+struct hs_presym *hs_presym_new(struct hs_symbolizer *sym)
+{
+    struct hs_presym *ps = calloc(1, sizeof(*ps));
+    if (ps == NULL)
+        return NULL;
+    pthread_mutex_init(&ps->sym_lock, NULL);
+    ps->sym = sym;
+    return ps;
+}
+
+void hs_presym_free(struct hs_presym *ps)
+{
+    if (ps == NULL)
+        return;
+    pthread_mutex_lock(&g.lock);
+    if (ps->listed)
+        list_remove(ps);
+    ps->head = ps->len = 0;
+    while (g.busy == ps)
+        pthread_cond_wait(&g.done, &g.lock);
+    hs_assert(!ps->listed && g.busy != ps);
+    pthread_mutex_unlock(&g.lock);
+    pthread_mutex_destroy(&ps->sym_lock);
+    free(ps->pcs);
+    free(ps);
+}
+
+/* Under g.lock: room for n more pcs at the end of the queue. */
+static bool queue_reserve(struct hs_presym *ps, size_t n)
+{
+    if (ps->head > 0) {
+        memmove(ps->pcs, ps->pcs + ps->head, (ps->len - ps->head) * sizeof(*ps->pcs));
+        ps->len -= ps->head;
+        ps->head = 0;
+    }
+    if (ps->cap - ps->len >= n)
+        return true;
+    size_t cap = ps->cap ? ps->cap : 1024;
+    while (cap - ps->len < n) {
+        if (cap > SIZE_MAX / 2 / sizeof(*ps->pcs))
+            return false;
+        cap *= 2;
+    }
+    uintptr_t *pcs = realloc(ps->pcs, cap * sizeof(*pcs));
+    if (pcs == NULL)
+        return false;
+    ps->pcs = pcs;
+    ps->cap = cap;
+    return true;
+}
+
+void hs_presym_add(struct hs_presym *ps, const uintptr_t *pcs, size_t n)
+{
+    if (ps == NULL || n == 0)
+        return;
+    pthread_mutex_lock(&g.lock);
+    if (worker_running() && queue_reserve(ps, n)) {
+        memcpy(ps->pcs + ps->len, pcs, n * sizeof(*pcs));
+        ps->len += n;
+        ps->queued += n;
+        if (!ps->listed)
+            list_append(ps);
+        pthread_cond_signal(&g.work);
+    }
+    pthread_mutex_unlock(&g.lock);
+}
+
+void hs_presym_lock(struct hs_presym *ps)
+{
+    pthread_mutex_lock(&ps->sym_lock);
+}
+
+void hs_presym_unlock(struct hs_presym *ps)
+{
+    pthread_mutex_unlock(&ps->sym_lock);
+}
+
+void hs_presym_get_stats(struct hs_presym *ps, struct hs_presym_stats *st)
+{
+    pthread_mutex_lock(&g.lock);
+    st->queued = ps->queued;
+    st->symbolized = ps->symbolized;
+    pthread_mutex_unlock(&g.lock);
+}
+
+bool hs_presym_wait(struct hs_presym *ps, unsigned timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&g.lock);
+    int rc = 0;
+    while ((ps->len > ps->head || g.busy == ps) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&g.done, &g.lock, &deadline);
+    bool done = ps->len == ps->head && g.busy != ps;
+    pthread_mutex_unlock(&g.lock);
+    return done;
+}
