@@ -231,8 +231,9 @@ class ProfilerTest(unittest.TestCase):
     def test_call_sites_symbolized_while_the_program_runs(self):
         # The daemon symbolizes each new call site's pc in the background as it comes, so that
         # the final profile does not wait for debug info to be opened after the program
-        # exited: every trie node's pc is queued once, and in a run of half a second or more
-        # (500 rounds 1 ms apart) the worker has done some before the end.
+        # exited: every trie node's pc is queued once. How many the worker did before the
+        # end depends on idle CPUs (it waits while every CPU is busy, as under ctest -j2), so
+        # only the sum is exact here; unit.presymbolizer tests the worker itself.
         self.profile("-i", "1", "--", WORKLOAD, "spin", "4", "500")
         with open(os.path.join(self.dir, "heapprofd.log")) as f:
             log = f.read()
@@ -242,7 +243,6 @@ class ProfilerTest(unittest.TestCase):
         callsites = int(re.search(r"tracker: (\d+) callsites", log).group(1))
         self.assertGreater(callsites, 0, log)
         self.assertEqual(int(m.group(1)) + int(m.group(2)), callsites, log)
-        self.assertGreater(int(m.group(1)), 0, log)
         sites = per_site(self.final(), "alloc_objects")
         self.assertGreaterEqual(sites.get("site_spin", 0), 4 * 500 * 64, sites)
 

@@ -7,6 +7,8 @@
  *    while the worker goes through 20,000 pcs: run under ThreadSanitizer by make sanitize;
  *  - a queue freed while the worker is busy with it returns only once the worker left it, and
  *    another queue is still served;
+ *  - the idle-CPU gate reads /proc/loadavg's runnable count right (it is turned off for the
+ *    other tests, which ctest runs beside others);
  *  - NULL and empty calls are no-ops.
  */
 #include "check.h"
@@ -145,6 +147,20 @@ static void test_freed_while_busy(void)
     check_context(NULL);
 }
 
+static void test_cpu_idle(void)
+{
+    check_context("idle CPU gate");
+    CHECK(hs_presym_cpu_idle("0.50 0.40 0.30 1/234 5678\n", 2));
+    CHECK(hs_presym_cpu_idle("0.50 0.40 0.30 2/234 5678\n", 2));
+    CHECK(!hs_presym_cpu_idle("2.50 2.40 2.30 3/234 5678\n", 2));
+    CHECK(!hs_presym_cpu_idle("9.00 9.00 9.00 17/1234 5678\n", 16));
+    CHECK(hs_presym_cpu_idle("9.00 9.00 9.00 16/1234 5678\n", 16));
+    CHECK(hs_presym_cpu_idle("", 2)); /* unparsable: idle */
+    CHECK(hs_presym_cpu_idle("0.50 0.40 0.30 x/234 5678", 2));
+    CHECK(hs_presym_cpu_idle("5/9", 0));
+    check_context(NULL);
+}
+
 static void test_null(void)
 {
     check_context("NULL");
@@ -156,6 +172,9 @@ static void test_null(void)
 
 int main(void)
 {
+    /* ctest runs tests side by side: the worker must not wait for an idle CPU here. */
+    hs_presym_set_idle_only(false);
+    test_cpu_idle();
     test_queued_pcs_are_symbolized();
     test_shared_with_this_thread();
     test_freed_while_busy();

@@ -14,11 +14,14 @@
 #include "symbolizer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct hs_presym {
     pthread_mutex_t sym_lock;
@@ -38,6 +41,7 @@ static struct {
     struct hs_presym *first, *last; /* queues with work, served in turn */
     struct hs_presym *busy;         /* the queue of the batch in progress */
     bool started, failed;
+    bool any_cpu; /* the idle-CPU gate is off (tests) */
 } g = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .work = PTHREAD_COND_INITIALIZER,
@@ -82,15 +86,67 @@ static void list_remove(struct hs_presym *ps)
     ps->listed = false;
 }
 
+bool hs_presym_cpu_idle(const char *loadavg, int ncpus)
+{
+    const char *p = strchr(loadavg, '/');
+    if (p == NULL || ncpus <= 0)
+        return true;
+    while (p > loadavg && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    char *end;
+    long runnable = strtol(p, &end, 10);
+    if (end == p || *end != '/')
+        return true;
+    return runnable <= ncpus;
+}
+
+void hs_presym_set_idle_only(bool on)
+{
+    pthread_mutex_lock(&g.lock);
+    g.any_cpu = !on;
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* The CPUs this thread may run on. */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return CPU_COUNT(&set);
+}
+
+/* Waits (g.lock released meanwhile) until a CPU is idle or the gate is off. */
+static void wait_for_idle_cpu(int loadavg_fd, int ncpus)
+{
+    while (!g.any_cpu && loadavg_fd >= 0) {
+        char text[128];
+        ssize_t n = pread(loadavg_fd, text, sizeof(text) - 1, 0);
+        if (n <= 0)
+            return;
+        text[n] = '\0';
+        if (hs_presym_cpu_idle(text, ncpus))
+            return;
+        pthread_mutex_unlock(&g.lock);
+        nanosleep(&(struct timespec){0, HS_PRESYM_BUSY_WAIT_MS * 1000000L}, NULL);
+        pthread_mutex_lock(&g.lock);
+    }
+}
+
 static void *worker(void *arg)
 {
     (void)arg;
     struct hs_frame_info frames[HS_SYMBOLIZE_MAX_FRAMES];
     uintptr_t batch[HS_PRESYM_BATCH];
+    int loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    int ncpus = usable_cpus();
     pthread_mutex_lock(&g.lock);
     for (;;) {
         while (g.first == NULL)
             pthread_cond_wait(&g.work, &g.lock);
+        wait_for_idle_cpu(loadavg_fd, ncpus);
+        if (g.first == NULL)
+            continue; /* freed meanwhile */
         struct hs_presym *ps = list_pop();
         size_t n = ps->len - ps->head;
         hs_assert(n > 0);
