@@ -86,8 +86,8 @@ static uintptr_t *spread_pcs(size_t n)
 {
     uintptr_t *pcs = malloc(n * sizeof(*pcs));
     CHECK(pcs != NULL);
-    const uintptr_t bases[] = {(uintptr_t)presym_leaf, (uintptr_t)presym_outer,
-                               (uintptr_t)strlen, (uintptr_t)qsort, (uintptr_t)malloc};
+    const uintptr_t bases[] = {(uintptr_t)presym_leaf, (uintptr_t)presym_outer, (uintptr_t)strlen,
+                               (uintptr_t)qsort, (uintptr_t)malloc};
     for (size_t i = 0; i < n; i++)
         pcs[i] = bases[i % 5] + (i / 5) % 64;
     return pcs;

@@ -36,8 +36,8 @@ struct hs_presym {
 
 static struct {
     pthread_mutex_t lock;
-    pthread_cond_t work; /* a queue was listed */
-    pthread_cond_t done; /* the worker finished a batch */
+    pthread_cond_t work;            /* a queue was listed */
+    pthread_cond_t done;            /* the worker finished a batch */
     struct hs_presym *first, *last; /* queues with work, served in turn */
     struct hs_presym *busy;         /* the queue of the batch in progress */
     bool started, failed;

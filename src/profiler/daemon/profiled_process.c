@@ -65,8 +65,8 @@ struct hs_profiled_process {
     struct hs_rb rb;
     struct hs_unwinder *unwinder;
     struct hs_symbolizer *symbolizer;
-    struct hs_presym *presym;   /* symbolizes new call sites while the process runs */
-    size_t presym_cursor;       /* the tracker's pcs handed to it so far (hs_tracker_new_pcs) */
+    struct hs_presym *presym; /* symbolizes new call sites while the process runs */
+    size_t presym_cursor;     /* the tracker's pcs handed to it so far (hs_tracker_new_pcs) */
     struct hs_tracker *tracker;
     char *maps;
     size_t maps_len, maps_cap;
