@@ -109,7 +109,12 @@ enum { MAX_RANGES = 64 };
 
 struct target_layout {
     pid_t pid;
-    /* libc's and the loader's mappings: code there may hold their locks. */
+    char exe[PATH_MAX]; /* the program's path as its maps show it ("" when unknown) */
+    char checked_path[PATH_MAX];
+    const char *last_checked; /* checked_path once an object was looked at (collect_layout) */
+    bool last_defines_malloc; /* whether that object defines malloc */
+    /* libc's and the loader's mappings, and the code of a shared object that replaces malloc:
+     * code there may hold their locks. */
     struct {
         uintptr_t start, end;
         bool data;
@@ -172,6 +177,44 @@ static void find_dl_functions(struct target_layout *t, const struct hs_map *m)
     hs_elf_close(&elf);
 }
 
+/* True when the object mapped from m defines malloc: another allocator (jemalloc, tcmalloc,
+ * a sanitizer's runtime, heapscope's malloc debug shim) preloaded or linked as a shared object,
+ * whose locks a thread stopped in its code may hold, and which dlopen's own mallocs would then
+ * wait for forever. */
+static bool object_defines_malloc(pid_t pid, const struct hs_map *m)
+{
+    char file[PATH_MAX + 64];
+    snprintf(file, sizeof(file), "/proc/%d/root%s", (int)pid, m->path);
+    struct hs_elf elf;
+    if (!hs_elf_open(&elf, file)) {
+        snprintf(file, sizeof(file), "/proc/%d/map_files/%lx-%lx", (int)pid,
+                 (unsigned long)m->start, (unsigned long)m->end);
+        if (!hs_elf_open(&elf, file))
+            return false;
+    }
+    uintptr_t vaddr;
+    bool defines = hs_elf_find_function(&elf, "malloc", &vaddr);
+    hs_elf_close(&elf);
+    return defines;
+}
+
+/* The code of a shared object that replaces malloc counts as glibc's (see
+ * object_defines_malloc). Not the program's own code, even when it links an allocator in:
+ * its threads would then never be at a safe point outside a system call. */
+static void note_allocator_code(struct target_layout *t, const struct hs_map *m)
+{
+    if (!(m->perms & HS_MAP_EXEC) || m->path[0] != '/' || strcmp(m->path, t->exe) == 0)
+        return;
+    if (t->last_checked == NULL || strcmp(t->last_checked, m->path) != 0) {
+        /* maps lists an object's mappings together: one look per object */
+        snprintf(t->checked_path, sizeof(t->checked_path), "%s", m->path);
+        t->last_checked = t->checked_path;
+        t->last_defines_malloc = object_defines_malloc(t->pid, m);
+    }
+    if (t->last_defines_malloc && t->num_glibc < MAX_RANGES)
+        t->glibc[t->num_glibc++] = (typeof(t->glibc[0])){m->start, m->end, false};
+}
+
 static int collect_layout(const struct hs_map *m, void *arg)
 {
     struct target_layout *t = arg;
@@ -186,8 +229,10 @@ static int collect_layout(const struct hs_map *m, void *arg)
             t->glibc[t->num_glibc++] = (typeof(t->glibc[0])){m->start, m->end, true};
         return 0;
     }
-    if (!is_glibc_part(name))
+    if (!is_glibc_part(name)) {
+        note_allocator_code(t, m);
         return 0;
+    }
     if (m->perms & HS_MAP_WRITE)
         t->glibc_rw_end = m->end;
     if (is_loader(name))
@@ -484,8 +529,7 @@ static void stop_for_detach(struct hijack *h)
     if (ptrace(PTRACE_INTERRUPT, h->tid, NULL, NULL) != 0)
         return; /* gone */
     int status;
-    if (wait_thread(h->tid, &status, hs_monotonic_ns() + 2000000000ull) <= 0 ||
-        !WIFSTOPPED(status))
+    if (wait_thread(h->tid, &status, hs_monotonic_ns() + 2000000000ull) <= 0 || !WIFSTOPPED(status))
         return;
     int sig = WSTOPSIG(status);
     if (!stopped_by_interrupt(status) && (status >> 16) == 0 && sig != SIGTRAP &&
@@ -726,6 +770,12 @@ static int preflight(const char *command, pid_t pid, const struct hs_inject_opti
     }
     memset(t, 0, sizeof(*t));
     t->pid = pid;
+    {
+        char link[64];
+        snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+        ssize_t n = readlink(link, t->exe, sizeof(t->exe) - 1);
+        t->exe[n > 0 ? n : 0] = '\0';
+    }
     if (hs_maps_foreach(pid, collect_layout, t) != 0) {
         fprintf(stderr, "heapscope %s: cannot read process %d's maps: %s\n", command, (int)pid,
                 strerror(errno));

@@ -11,8 +11,11 @@
  * Safe points: dlopen takes the loader's locks and mallocs, so the thread must not be inside
  * malloc or the loader. A thread qualifies when it is blocked in a system call that the C
  * library never makes while holding those locks (sleeping, polling, reading a socket, waiting
- * on a futex of the program's own), or when its program counter is outside libc and the
- * dynamic loader; a thread running inside them is single-stepped until it leaves them. A
+ * on a futex of the program's own), or when its program counter is outside libc, the dynamic
+ * loader and any shared object that defines malloc (another allocator, preloaded or linked:
+ * jemalloc, tcmalloc, a sanitizer's runtime, the malloc debug shim; not the program itself
+ * when it links one in, whose threads would then never qualify outside a system call); a
+ * thread running inside them is single-stepped until it leaves them. A
  * thread given back is always detached from a ptrace stop, with the SIGTRAP a step over a
  * system call leaves queued dropped first: never left to kill the process once we are gone.
  *

@@ -2,8 +2,11 @@
  *
  * Children: one idle in nanosleep, one hammering malloc/free in two threads (mostly inside
  * libc, so the injector must step to a safe point), one that exits; each must answer the
- * same afterwards as without the injection. Also the refusal texts and the system-call
- * classification.
+ * same afterwards as without the injection. One whose malloc is a preloaded replacement that
+ * holds a lock in every call, its only thread nearly always in it (inject_busy_alloc with
+ * inject_allocator.so): the injector must step the thread out of that object too, or
+ * dlopen's malloc waits for the lock the stopped thread holds, forever. Also the refusal
+ * texts and the system-call classification.
  */
 #define _GNU_SOURCE
 #include "check.h"
@@ -13,6 +16,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -24,6 +28,7 @@
 #include <unistd.h>
 
 static const char *g_probe;
+static const char *g_allocator, *g_busy_alloc; /* inject_allocator.so, inject_busy_alloc */
 
 /* A child that computes a known value in `threads` threads (busy in malloc when busy) or
  * sleeps, and reports it on a pipe when asked (one byte in). */
@@ -107,8 +112,7 @@ static void test_injection(int busy)
         CHECK_STREQ(res.loaded_path, g_probe);
         CHECK_EQ(ask_child(ask, answer), expected); /* unharmed */
         printf("%s: thread %d paused %.2f ms, %lu instructions stepped, %u threads tried\n",
-               busy ? "busy" : "idle", (int)res.tid, res.pause_ms, res.steps,
-               res.threads_tried);
+               busy ? "busy" : "idle", (int)res.tid, res.pause_ms, res.steps, res.threads_tried);
     }
     char probe_in_child = 0;
     FILE *maps = NULL;
@@ -160,6 +164,69 @@ static void test_injection_all_busy(void)
     waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     close(from_child[0]);
+}
+
+/* Reads fd until n '.' more came, for at most timeout_ms; true when they did. */
+static bool read_dots(int fd, int n, int timeout_ms)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = timeout_ms -
+                    ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000);
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+            return false;
+        char buf[256];
+        ssize_t got = read(fd, buf, sizeof(buf));
+        if (got <= 0)
+            return false;
+        n -= (int)got;
+        if (n <= 0)
+            return true;
+    }
+}
+
+/* The only thread inside a preloaded allocator that holds its lock in each call. Not under the
+ * sanitizers: their runtime must be first in the list of objects, before any preload. */
+static void test_injection_allocator_replaced(void)
+{
+    check_context("allocator replaced, the thread in it");
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    int out[2];
+    if (pipe(out) != 0)
+        abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        setenv("LD_PRELOAD", g_allocator, 1);
+        execl(g_busy_alloc, g_busy_alloc, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    CHECK(read_dots(out[0], 1, 10000)); /* running, with the allocator */
+    /* Stepping out of the allocator takes about 1,500 single steps: room for a loaded machine. */
+    struct hs_inject_options opt = {g_probe, "inject_probe_init", false, 20000};
+    struct hs_inject_result res;
+    CHECK_EQ(hs_inject_library("test", pid, &opt, &res), 0);
+    CHECK_EQ(res.init_status, 42);
+    printf("allocator replaced: thread %d paused %.2f ms, %lu instructions stepped, %u threads "
+           "tried\n",
+           (int)res.tid, res.pause_ms, res.steps, res.threads_tried);
+    /* Still making progress afterwards (what was written meanwhile is read first). */
+    char buf[4096];
+    struct pollfd pfd = {out[0], POLLIN, 0};
+    while (poll(&pfd, 1, 0) > 0 && read(out[0], buf, sizeof(buf)) > 0)
+        ;
+    CHECK(read_dots(out[0], 3, 10000));
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    close(out[0]);
+#endif
+    check_context(NULL);
 }
 
 static void test_missing_library_and_function(void)
@@ -224,16 +291,20 @@ static void test_find_function(void)
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_process_inject PATH/inject_probe.so\n");
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_process_inject PATH/inject_probe.so "
+                        "PATH/inject_allocator.so PATH/inject_busy_alloc\n");
         return 2;
     }
     g_probe = argv[1];
+    g_allocator = argv[2];
+    g_busy_alloc = argv[3];
     test_texts();
     test_find_function();
     test_injection(0);
     test_injection(1);
     test_injection_all_busy();
+    test_injection_allocator_replaced();
     test_missing_library_and_function();
     return check_report();
 }
