@@ -166,6 +166,11 @@ static void test_injection_all_busy(void)
     close(from_child[0]);
 }
 
+/* The sanitizers' runtime must be first in the list of objects, before any preload: the
+ * allocator case runs only without them. */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define TEST_PRELOADED_ALLOCATOR 1
+
 /* Reads fd until n '.' more came, for at most timeout_ms; true when they did. */
 static bool read_dots(int fd, int n, int timeout_ms)
 {
@@ -188,12 +193,13 @@ static bool read_dots(int fd, int n, int timeout_ms)
     }
 }
 
-/* The only thread inside a preloaded allocator that holds its lock in each call. Not under the
- * sanitizers: their runtime must be first in the list of objects, before any preload. */
+#endif
+
+/* The only thread inside a preloaded allocator that holds its lock in each call. */
 static void test_injection_allocator_replaced(void)
 {
     check_context("allocator replaced, the thread in it");
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#ifdef TEST_PRELOADED_ALLOCATOR
     int out[2];
     if (pipe(out) != 0)
         abort();
