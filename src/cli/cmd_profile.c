@@ -271,11 +271,18 @@ static bool target_ready(const struct profile_args *a, pid_t pid)
     if (!loaded && !inject_client(a, pid))
         return false;
     if (!signal_caught(pid)) {
-        fprintf(stderr,
-                "heapscope profile: process %d does not listen for the profiling signal %d "
-                "(its HEAPSCOPE_PROFILE_SIGNAL is 0, or the program handles that signal "
-                "itself)\n",
-                (int)pid, PROFILE_SIGNAL);
+        /* A client an earlier attach loaded stays in the process when it refused it, silent:
+         * say why again rather than blame the signal. */
+        char other[PATH_MAX];
+        if (hs_inject_other_malloc(pid, other, sizeof(other)))
+            fprintf(stderr, "heapscope profile: cannot profile process %d: %s (%s defines it)\n",
+                    (int)pid, hs_inject_status_text(HS_INJECT_OTHER_ALLOCATOR), other);
+        else
+            fprintf(stderr,
+                    "heapscope profile: process %d does not listen for the profiling signal %d "
+                    "(its HEAPSCOPE_PROFILE_SIGNAL is 0, or the program handles that signal "
+                    "itself)\n",
+                    (int)pid, PROFILE_SIGNAL);
         return false;
     }
     return true;

@@ -101,6 +101,84 @@ bool hs_inject_syscall_is_safe(long nr, bool futex_in_glibc_data, bool futex_in_
     }
 }
 
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static bool is_libc(const char *name)
+{
+    return strcmp(name, "libc.so.6") == 0 ||
+           (strncmp(name, "libc-", 5) == 0 && strstr(name, ".so") != NULL);
+}
+
+static bool is_loader(const char *name)
+{
+    return strncmp(name, "ld-linux", 8) == 0 ||
+           (strncmp(name, "ld-", 3) == 0 && strstr(name, ".so") != NULL);
+}
+
+/* Older glibc keeps dlopen in libdl and locks in libpthread. */
+static bool is_glibc_part(const char *name)
+{
+    return is_libc(name) || is_loader(name) || strncmp(name, "libdl.so", 8) == 0 ||
+           strncmp(name, "libdl-", 6) == 0 || strncmp(name, "libpthread", 10) == 0;
+}
+
+/* ---- Other allocators ------------------------------------------------------------------- */
+
+/* True when the object mapped from m defines malloc: another allocator (jemalloc, tcmalloc,
+ * a sanitizer's runtime, heapscope's malloc debug shim) preloaded or linked as a shared object,
+ * whose locks a thread stopped in its code may hold, and which dlopen's own mallocs would then
+ * wait for forever. */
+static bool object_defines_malloc(pid_t pid, const struct hs_map *m)
+{
+    char file[PATH_MAX + 64];
+    snprintf(file, sizeof(file), "/proc/%d/root%s", (int)pid, m->path);
+    struct hs_elf elf;
+    if (!hs_elf_open(&elf, file)) {
+        snprintf(file, sizeof(file), "/proc/%d/map_files/%lx-%lx", (int)pid,
+                 (unsigned long)m->start, (unsigned long)m->end);
+        if (!hs_elf_open(&elf, file))
+            return false;
+    }
+    uintptr_t vaddr;
+    bool defines = hs_elf_find_function(&elf, "malloc", &vaddr);
+    hs_elf_close(&elf);
+    return defines;
+}
+
+struct other_malloc {
+    pid_t pid;
+    char *path;
+    size_t cap;
+    char last[PATH_MAX]; /* the object looked at last: maps lists its mappings together */
+    bool found;
+};
+
+static int find_other_malloc(const struct hs_map *m, void *arg)
+{
+    struct other_malloc *o = arg;
+    const char *name = base_name(m->path);
+    if (!(m->perms & HS_MAP_EXEC) || m->path[0] != '/' || is_glibc_part(name) ||
+        strncmp(name, "libheapprofd.so", 15) == 0 || strcmp(o->last, m->path) == 0)
+        return 0;
+    snprintf(o->last, sizeof(o->last), "%s", m->path);
+    if (!object_defines_malloc(o->pid, m))
+        return 0;
+    snprintf(o->path, o->cap, "%s", m->path);
+    o->found = true;
+    return 1;
+}
+
+bool hs_inject_other_malloc(pid_t pid, char *path, size_t cap)
+{
+    struct other_malloc o = {pid, path, cap, "", false};
+    hs_maps_foreach(pid, find_other_malloc, &o);
+    return o.found;
+}
+
 #if defined(__x86_64__)
 
 /* ---- The target's mappings ----------------------------------------------------------------- */
@@ -127,31 +205,6 @@ struct target_layout {
     char libc_path[PATH_MAX];
 };
 
-static const char *base_name(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    return slash ? slash + 1 : path;
-}
-
-static bool is_libc(const char *name)
-{
-    return strcmp(name, "libc.so.6") == 0 ||
-           (strncmp(name, "libc-", 5) == 0 && strstr(name, ".so") != NULL);
-}
-
-static bool is_loader(const char *name)
-{
-    return strncmp(name, "ld-linux", 8) == 0 ||
-           (strncmp(name, "ld-", 3) == 0 && strstr(name, ".so") != NULL);
-}
-
-/* Older glibc keeps dlopen in libdl and locks in libpthread. */
-static bool is_glibc_part(const char *name)
-{
-    return is_libc(name) || is_loader(name) || strncmp(name, "libdl.so", 8) == 0 ||
-           strncmp(name, "libdl-", 6) == 0 || strncmp(name, "libpthread", 10) == 0;
-}
-
 /* Finds dlopen, dlsym and dlerror in the object mapped from path at load_base. */
 static void find_dl_functions(struct target_layout *t, const struct hs_map *m)
 {
@@ -175,27 +228,6 @@ static void find_dl_functions(struct target_layout *t, const struct hs_map *m)
         snprintf(t->libc_path, sizeof(t->libc_path), "%s", m->path);
     }
     hs_elf_close(&elf);
-}
-
-/* True when the object mapped from m defines malloc: another allocator (jemalloc, tcmalloc,
- * a sanitizer's runtime, heapscope's malloc debug shim) preloaded or linked as a shared object,
- * whose locks a thread stopped in its code may hold, and which dlopen's own mallocs would then
- * wait for forever. */
-static bool object_defines_malloc(pid_t pid, const struct hs_map *m)
-{
-    char file[PATH_MAX + 64];
-    snprintf(file, sizeof(file), "/proc/%d/root%s", (int)pid, m->path);
-    struct hs_elf elf;
-    if (!hs_elf_open(&elf, file)) {
-        snprintf(file, sizeof(file), "/proc/%d/map_files/%lx-%lx", (int)pid,
-                 (unsigned long)m->start, (unsigned long)m->end);
-        if (!hs_elf_open(&elf, file))
-            return false;
-    }
-    uintptr_t vaddr;
-    bool defines = hs_elf_find_function(&elf, "malloc", &vaddr);
-    hs_elf_close(&elf);
-    return defines;
 }
 
 /* The code of a shared object that replaces malloc counts as glibc's (see

@@ -60,6 +60,12 @@ struct hs_inject_result {
 int hs_inject_library(const char *command, pid_t pid, const struct hs_inject_options *opt,
                       struct hs_inject_result *result);
 
+/* Whether an object mapped in process pid other than glibc's and the profiler client
+ * (libheapprofd.so) defines malloc: another allocator, linked (the program itself included)
+ * or preloaded, whose malloc the client cannot wrap. Its path goes to path (cap bytes). For
+ * the reason a client loaded by an earlier attach stays silent. */
+bool hs_inject_other_malloc(pid_t pid, char *path, size_t cap);
+
 /* Why PTRACE_SEIZE of pid failed with err, as a sentence for the user: yama_scope is
  * /proc/sys/kernel/yama/ptrace_scope (-1 when the kernel has no Yama), as_root whether we run
  * as root. Public for the unit test. */

@@ -21,6 +21,7 @@ HP_LIB = os.environ["HS_HP_LIB"]
 CLIENT = os.environ["HS_HEAPPROFD_CLIENT"]
 TARGET = os.environ["HS_ATTACH_TARGET"]
 TARGET_STATIC = os.environ["HS_ATTACH_TARGET_STATIC"]
+MALLOC_DEBUG = os.environ["HS_MALLOC_DEBUG"]
 
 SPIN = [WORKLOAD, "spin", "4", "2500"]  # 4 threads, about 4 s
 
@@ -341,6 +342,23 @@ class AttachTest(unittest.TestCase):
             self.skipTest("the build tree is not readable by nobody")
         self.assertEqual(proc.returncode, 1, proc.stderr)
         self.assertIn("process %d belongs to another user" % prog.pid, proc.stderr)
+
+    def test_other_allocator_is_refused_with_its_reason_every_time(self):
+        # The first attach loads the client, whose init finds malloc is not glibc's (here the
+        # malloc debug shim, preloaded) and refuses; the client stays, silent. The second
+        # attach gives the same reason, naming the allocator, instead of blaming the signal.
+        env = clean_env()
+        env["LD_PRELOAD"] = MALLOC_DEBUG
+        prog, err = self.start_idle(env)
+        reason = "cannot profile process %d: its malloc is not glibc's" % prog.pid
+        first = self.profile("-p", str(prog.pid), "--duration", "1", expect_rc=1)
+        self.assertIn(reason, first.stderr)
+        self.assertTrue(client_loaded(prog.pid))
+        second = self.profile("-p", str(prog.pid), "--duration", "1", expect_rc=1)
+        self.assertIn(reason, second.stderr)
+        self.assertIn("(%s defines it)" % MALLOC_DEBUG, second.stderr)
+        self.assertNotIn("does not listen", second.stderr)
+        self.assertIsNone(prog.poll())  # left running, unharmed
 
     def test_no_inject_keeps_the_old_behaviour(self):
         prog = self.start([TARGET, "sleep", "30"], "ready pid=")
