@@ -149,23 +149,41 @@ static bool object_defines_malloc(pid_t pid, const struct hs_map *m)
     return defines;
 }
 
-struct other_malloc {
+/* object_defines_malloc over a walk of the maps, which lists an object's mappings together:
+ * one look per object. */
+struct malloc_probe {
     pid_t pid;
+    char path[PATH_MAX]; /* the object looked at last ("" before the first) */
+    bool defines;        /* whether it defines malloc */
+};
+
+static bool probe_defines_malloc(struct malloc_probe *p, const struct hs_map *m)
+{
+    if (strcmp(p->path, m->path) != 0) {
+        snprintf(p->path, sizeof(p->path), "%s", m->path);
+        p->defines = object_defines_malloc(p->pid, m);
+    }
+    return p->defines;
+}
+
+/* The code of an object other than glibc's: executable and mapped from a file. */
+static bool other_code(const struct hs_map *m)
+{
+    return (m->perms & HS_MAP_EXEC) && m->path[0] == '/' && !is_glibc_part(base_name(m->path));
+}
+
+struct other_malloc {
+    struct malloc_probe probe;
     char *path;
     size_t cap;
-    char last[PATH_MAX]; /* the object looked at last: maps lists its mappings together */
     bool found;
 };
 
 static int find_other_malloc(const struct hs_map *m, void *arg)
 {
     struct other_malloc *o = arg;
-    const char *name = base_name(m->path);
-    if (!(m->perms & HS_MAP_EXEC) || m->path[0] != '/' || is_glibc_part(name) ||
-        strncmp(name, "libheapprofd.so", 15) == 0 || strcmp(o->last, m->path) == 0)
-        return 0;
-    snprintf(o->last, sizeof(o->last), "%s", m->path);
-    if (!object_defines_malloc(o->pid, m))
+    if (!other_code(m) || strncmp(base_name(m->path), "libheapprofd.so", 15) == 0 ||
+        !probe_defines_malloc(&o->probe, m))
         return 0;
     snprintf(o->path, o->cap, "%s", m->path);
     o->found = true;
@@ -174,7 +192,7 @@ static int find_other_malloc(const struct hs_map *m, void *arg)
 
 bool hs_inject_other_malloc(pid_t pid, char *path, size_t cap)
 {
-    struct other_malloc o = {pid, path, cap, "", false};
+    struct other_malloc o = {{pid, "", false}, path, cap, false};
     hs_maps_foreach(pid, find_other_malloc, &o);
     return o.found;
 }
@@ -188,9 +206,7 @@ enum { MAX_RANGES = 64 };
 struct target_layout {
     pid_t pid;
     char exe[PATH_MAX]; /* the program's path as its maps show it ("" when unknown) */
-    char checked_path[PATH_MAX];
-    const char *last_checked; /* checked_path once an object was looked at (collect_layout) */
-    bool last_defines_malloc; /* whether that object defines malloc */
+    struct malloc_probe probe; /* for note_allocator_code */
     /* libc's and the loader's mappings, and the code of a shared object that replaces malloc:
      * code there may hold their locks. */
     struct {
@@ -235,15 +251,8 @@ static void find_dl_functions(struct target_layout *t, const struct hs_map *m)
  * its threads would then never be at a safe point outside a system call. */
 static void note_allocator_code(struct target_layout *t, const struct hs_map *m)
 {
-    if (!(m->perms & HS_MAP_EXEC) || m->path[0] != '/' || strcmp(m->path, t->exe) == 0)
-        return;
-    if (t->last_checked == NULL || strcmp(t->last_checked, m->path) != 0) {
-        /* maps lists an object's mappings together: one look per object */
-        snprintf(t->checked_path, sizeof(t->checked_path), "%s", m->path);
-        t->last_checked = t->checked_path;
-        t->last_defines_malloc = object_defines_malloc(t->pid, m);
-    }
-    if (t->last_defines_malloc && t->num_glibc < MAX_RANGES)
+    if (other_code(m) && strcmp(m->path, t->exe) != 0 && probe_defines_malloc(&t->probe, m) &&
+        t->num_glibc < MAX_RANGES)
         t->glibc[t->num_glibc++] = (typeof(t->glibc[0])){m->start, m->end, false};
 }
 
@@ -561,7 +570,8 @@ static void stop_for_detach(struct hijack *h)
     if (ptrace(PTRACE_INTERRUPT, h->tid, NULL, NULL) != 0)
         return; /* gone */
     int status;
-    if (wait_thread(h->tid, &status, hs_monotonic_ns() + 2000000000ull) <= 0 || !WIFSTOPPED(status))
+    if (wait_thread(h->tid, &status, hs_monotonic_ns() + 2000000000ull) <= 0 ||
+        !WIFSTOPPED(status))
         return;
     int sig = WSTOPSIG(status);
     if (!stopped_by_interrupt(status) && (status >> 16) == 0 && sig != SIGTRAP &&
@@ -802,22 +812,18 @@ static int preflight(const char *command, pid_t pid, const struct hs_inject_opti
     }
     memset(t, 0, sizeof(*t));
     t->pid = pid;
-    {
-        char link[64];
-        snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-        ssize_t n = readlink(link, t->exe, sizeof(t->exe) - 1);
-        t->exe[n > 0 ? n : 0] = '\0';
-    }
+    t->probe.pid = pid;
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+    ssize_t n = readlink(link, t->exe, sizeof(t->exe) - 1);
+    t->exe[n > 0 ? n : 0] = '\0';
     if (hs_maps_foreach(pid, collect_layout, t) != 0) {
         fprintf(stderr, "heapscope %s: cannot read process %d's maps: %s\n", command, (int)pid,
                 strerror(errno));
         return -1;
     }
     if (!t->has_loader) {
-        char exe[PATH_MAX + 1], link[64];
-        snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-        ssize_t n = readlink(link, exe, sizeof(exe) - 1);
-        exe[n > 0 ? n : 0] = '\0';
+        const char *exe = t->exe;
         fprintf(stderr,
                 "heapscope %s: process %d (%s) runs a statically linked program (%s): there is no "
                 "dynamic loader in it to load a library with, and its malloc cannot be "
