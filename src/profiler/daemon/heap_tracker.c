@@ -81,6 +81,7 @@
 #include "heap_tracker.h"
 
 #include "hash.h"
+#include "hs_assert.h"
 #define HS_HASH_TABLE_LIBC
 #include "hash_table.h"
 
@@ -775,7 +776,8 @@ void hs_tracker_get_stats(const struct hs_tracker *t, struct hs_tracker_stats *s
 
 size_t hs_tracker_new_pcs(const struct hs_tracker *t, size_t *cursor, uintptr_t *pcs, size_t cap)
 {
-    size_t i = *cursor ? *cursor : 1; /* node 0, the root, has no pc */
+    hs_assert(*cursor <= t->num_nodes); /* nodes are never removed */
+    size_t i = *cursor ? *cursor : 1;   /* node 0, the root, has no pc */
     size_t n = 0;
     while (i < t->num_nodes && n < cap)
         pcs[n++] = t->nodes[i++].pc;

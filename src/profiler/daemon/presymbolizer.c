@@ -222,6 +222,10 @@ void hs_presym_free(struct hs_presym *ps)
         pthread_cond_wait(&g.done, &g.lock);
     hs_assert(!ps->listed && g.busy != ps);
     pthread_mutex_unlock(&g.lock);
+    /* Nobody holds the symbolizer now: not the worker (above), not the caller (see the
+     * header). */
+    hs_assert(pthread_mutex_trylock(&ps->sym_lock) == 0);
+    pthread_mutex_unlock(&ps->sym_lock);
     pthread_mutex_destroy(&ps->sym_lock);
     free(ps->pcs);
     free(ps);
@@ -257,6 +261,7 @@ void hs_presym_add(struct hs_presym *ps, const uintptr_t *pcs, size_t n)
         return;
     pthread_mutex_lock(&g.lock);
     if (worker_running() && queue_reserve(ps, n)) {
+        hs_assert(ps->head == 0 && ps->cap - ps->len >= n); /* compacted, room made */
         memcpy(ps->pcs + ps->len, pcs, n * sizeof(*pcs));
         ps->len += n;
         ps->queued += n;
