@@ -483,6 +483,41 @@ void hs_md_lean_free(void *ptr)
     __libc_free((char *)ptr - lead_of(&info));
 }
 
+/* The fill-only short paths (hs_md.lean_fill): the block is glibc's as it is (no lead, no
+ * header, no table entry), so they do what debug_alloc and hs_md_debug_free do for such a
+ * configuration with none of the checks that cannot apply. realloc and the aligned calls
+ * keep the general path, which gives and takes the same blocks. */
+
+void *hs_md_fill_malloc(size_t size)
+{
+    hs_md_serve_requests();
+    void *p = __libc_malloc(size ? size : 1);
+    if (p && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
+        memset(p, hs_md.cfg.fill_alloc_value,
+               min_size(hs_md_libc_usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
+    return p;
+}
+
+void *hs_md_fill_calloc(size_t nmemb, size_t size)
+{
+    hs_md_serve_requests();
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total))
+        return fail_enomem();
+    return __libc_calloc(1, total ? total : 1); /* zeroed: fill_on_alloc leaves calloc alone */
+}
+
+void hs_md_fill_free(void *ptr)
+{
+    hs_md_serve_requests();
+    if (!ptr)
+        return;
+    if (hs_md.cfg.options & HS_OPT_FILL_ON_FREE)
+        memset(ptr, hs_md.cfg.fill_free_value,
+               min_size(hs_md_libc_usable_size(ptr), hs_md.cfg.fill_on_free_bytes));
+    __libc_free(ptr);
+}
+
 void *hs_md_debug_malloc(size_t size)
 {
     return debug_alloc(size, HS_MD_MIN_ALIGNMENT, false);

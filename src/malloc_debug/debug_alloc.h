@@ -35,4 +35,9 @@ static inline void *hs_md_lean_malloc(size_t size)
                                                   : hs_md_lean_malloc_untraced(size);
 }
 
+/* malloc, calloc and free when hs_md.lean_fill (debug_state.h): the fills alone. */
+void *hs_md_fill_malloc(size_t size);
+void *hs_md_fill_calloc(size_t nmemb, size_t size);
+void hs_md_fill_free(void *ptr);
+
 #endif

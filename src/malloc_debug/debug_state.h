@@ -40,6 +40,10 @@ struct hs_md_state {
      * only (free_track, fill_on_free), so that a new block is a table entry all the same. Set
      * once by init.c. */
     bool lean_malloc;
+    /* malloc, calloc and free take the fill-only short path (hs_md_fill_malloc/_free): the
+     * options on are fill_on_alloc and fill_on_free and ones that do nothing per block, so a
+     * block is glibc's own, filled. Set once by init.c. */
+    bool lean_fill;
     int backtrace_on;   /* allocation backtraces are captured now (SIGRTMAX-19 toggles) */
     size_t extra_bytes; /* bytes added to each request: link area + header + guards + expand */
     size_t guarded_extra_bytes;     /* the same for a guarded block (no glibc chunk after it) */

@@ -93,6 +93,8 @@ static __attribute__((noinline)) void *recorded_memalign(void *(*fn)(size_t, siz
 static __attribute__((noinline)) void *malloc_slow(size_t size)
 {
     if (DEBUG_NOW()) {
+        if (hs_md.lean_fill)
+            return hs_md_fill_malloc(size);
         if (hs_md.lean_malloc)
             return hs_md_lean_malloc(size);
         if (RECORDING())
@@ -104,6 +106,8 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
         return hs_md_sampled_malloc(size);
     if (mode != HS_MD_DEBUG)
         return __libc_malloc(size);
+    if (hs_md.lean_fill)
+        return hs_md_fill_malloc(size);
     if (hs_md.lean_malloc)
         return hs_md_lean_malloc(size);
     if (RECORDING())
@@ -114,7 +118,9 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
 static __attribute__((noinline)) void free_slow(void *ptr)
 {
     if (DEBUG_NOW()) {
-        if (hs_md.lean)
+        if (hs_md.lean_fill)
+            hs_md_fill_free(ptr);
+        else if (hs_md.lean)
             hs_md_lean_free(ptr);
         else if (RECORDING())
             recorded_free(ptr);
@@ -123,7 +129,9 @@ static __attribute__((noinline)) void free_slow(void *ptr)
         return;
     }
     int mode = slow_mode();
-    if (mode == HS_MD_DEBUG && hs_md.lean)
+    if (mode == HS_MD_DEBUG && hs_md.lean_fill)
+        hs_md_fill_free(ptr);
+    else if (mode == HS_MD_DEBUG && hs_md.lean)
         hs_md_lean_free(ptr);
     else if (mode == HS_MD_SAMPLING && hs_md_sample_guard_owns((uintptr_t)ptr))
         hs_md_sampled_free(ptr);
@@ -137,6 +145,8 @@ static __attribute__((noinline)) void free_slow(void *ptr)
 
 static __attribute__((noinline)) void *calloc_slow(size_t nmemb, size_t size)
 {
+    if (DEBUG_NOW() && hs_md.lean_fill)
+        return hs_md_fill_calloc(nmemb, size);
     if (DEBUG_NOW() && !RECORDING())
         return hs_md_debug_calloc(nmemb, size);
     int mode = slow_mode();
@@ -144,6 +154,8 @@ static __attribute__((noinline)) void *calloc_slow(size_t nmemb, size_t size)
         return hs_md_sampled_calloc(nmemb, size);
     if (mode != HS_MD_DEBUG)
         return __libc_calloc(nmemb, size);
+    if (hs_md.lean_fill)
+        return hs_md_fill_calloc(nmemb, size);
     if (RECORDING()) {
         uint64_t start = hs_md_record_now_ns();
         void *p = hs_md_debug_calloc(nmemb, size);

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "proc_maps.h"
 
+#include <assert.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -226,6 +227,14 @@ static int configure(void)
     const uint32_t free_only = HS_OPT_FILL_ON_FREE | HS_OPT_FREE_TRACK;
     hs_md.lean_malloc = hs_md.track && !(cfg->options & (not_lean & ~free_only)) &&
                         !hs_md.page_guard && !hs_md.sample_guard;
+    const uint32_t fills = HS_OPT_FILL_ON_ALLOC | HS_OPT_FILL_ON_FREE;
+    const uint32_t not_per_block =
+        HS_OPT_VERBOSE | HS_OPT_ABORT_ON_ERROR | HS_OPT_CHECK_UNREACHABLE_ON_SIGNAL |
+        HS_OPT_LOG_ALLOCATOR_STATS_ON_SIGNAL | HS_OPT_LOG_ALLOCATOR_STATS_ON_EXIT;
+    hs_md.lean_fill = (cfg->options & fills) && !(cfg->options & ~(fills | not_per_block)) &&
+                      !hs_md.page_guard && !hs_md.sample_guard;
+    /* The short paths hand out glibc's blocks as they are: nothing may be added to them. */
+    assert(!hs_md.lean_fill || (hs_md.extra_bytes == 0 && !hs_md.header && !hs_md.track));
     return HS_MD_DEBUG;
 }
 
