@@ -19,14 +19,15 @@
 # a markdown table, also appended to BUILD_DIR/bench/results.md; timings are never asserted.
 # The exit status is non-zero only if a run failed or printed another checksum than glibc's.
 #
-# Environment: BENCH_RUNS (5) rounds; BENCH_OVERHEAD_OPS (3000000) calls per thread;
+# Environment: BENCH_RUNS (5) rounds; BENCH_OVERHEAD_OPS (12000000, as bench/run.sh: a
+#              glibc run of 3000000 lasted ~0.15 s, and its rounds moved by +-30%) calls per thread;
 #              BENCH_THREADS ("1 2 4 8"); BENCH_OVERHEAD_BEFORE=DIR adds the row "heapscope
 #              profile -i 524288, DIR": the heapscope command and client of another build
 #              (an older commit), on the same malloc_bench, for before/after figures.
 set -u
 build=${1:-build}
 runs=${BENCH_RUNS:-5}
-ops=${BENCH_OVERHEAD_OPS:-3000000}
+ops=${BENCH_OVERHEAD_OPS:-12000000}
 threads_list=${BENCH_THREADS:-1 2 4 8}
 bench=$build/bench/malloc_bench
 heapscope=$build/bin/heapscope
