@@ -16,6 +16,7 @@
 #include "guarded.h"
 #include "header.h"
 #include "heap_dump.h"
+#include "hs_assert.h"
 #include "requests.h"
 #include "unreachable_trigger.h"
 #include "libc_malloc.h"
@@ -28,7 +29,6 @@
 #include "log.h"
 #include "proc_maps.h"
 
-#include <assert.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
@@ -234,7 +234,7 @@ static int configure(void)
     hs_md.lean_fill = (cfg->options & fills) && !(cfg->options & ~(fills | not_per_block)) &&
                       !hs_md.page_guard && !hs_md.sample_guard;
     /* The short paths hand out glibc's blocks as they are: nothing may be added to them. */
-    assert(!hs_md.lean_fill || (hs_md.extra_bytes == 0 && !hs_md.header && !hs_md.track));
+    hs_assert(!hs_md.lean_fill || (hs_md.extra_bytes == 0 && !hs_md.header && !hs_md.track));
     return HS_MD_DEBUG;
 }
 
