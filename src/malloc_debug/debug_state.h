@@ -40,7 +40,7 @@ struct hs_md_state {
      * only (free_track, fill_on_free), so that a new block is a table entry all the same. Set
      * once by init.c. */
     bool lean_malloc;
-    /* malloc, calloc and free take the fill-only short path (hs_md_fill_malloc/_free): the
+    /* malloc, calloc and free take the fill-only short path (hs_md_fill_malloc/_calloc/_free): the
      * options on are fill_on_alloc and fill_on_free and ones that do nothing per block, so a
      * block is glibc's own, filled. Set once by init.c. */
     bool lean_fill;

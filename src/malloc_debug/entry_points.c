@@ -145,10 +145,12 @@ static __attribute__((noinline)) void free_slow(void *ptr)
 
 static __attribute__((noinline)) void *calloc_slow(size_t nmemb, size_t size)
 {
-    if (DEBUG_NOW() && hs_md.lean_fill)
-        return hs_md_fill_calloc(nmemb, size);
-    if (DEBUG_NOW() && !RECORDING())
-        return hs_md_debug_calloc(nmemb, size);
+    if (DEBUG_NOW()) {
+        if (hs_md.lean_fill)
+            return hs_md_fill_calloc(nmemb, size);
+        if (!RECORDING())
+            return hs_md_debug_calloc(nmemb, size);
+    }
     int mode = slow_mode();
     if (mode == HS_MD_SAMPLING)
         return hs_md_sampled_calloc(nmemb, size);
