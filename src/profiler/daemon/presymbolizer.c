@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "presymbolizer.h"
 
+#include "clock.h"
 #include "hs_assert.h"
 #include "symbolizer.h"
 
@@ -292,14 +293,9 @@ void hs_presym_get_stats(struct hs_presym *ps, struct hs_presym_stats *st)
 
 bool hs_presym_wait(struct hs_presym *ps, unsigned timeout_ms)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    /* pthread_cond_timedwait's clock, by default. */
+    uint64_t end = hs_clock_ns(CLOCK_REALTIME) + (uint64_t)timeout_ms * 1000000ull;
+    struct timespec deadline = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
     pthread_mutex_lock(&g.lock);
     int rc = 0;
     while ((ps->len > ps->head || g.busy == ps) && rc != ETIMEDOUT)
