@@ -35,23 +35,6 @@
 static uint64_t g_cache[CACHE_SLOTS];
 static unsigned long long g_subs; /* dlpi_subs seen at the last miss */
 
-/* Each thread's last walk, a cache word per depth: a walk along the same call path (the
- * common case: a program frees from a few places) finds each frame's rule in these two cache
- * lines or three of its own, read in order, instead of in one line of g_cache per frame, spread by
- * the hash and often evicted by the program's own traffic (free_track fills the block just before
- * its capture): those loads were about 40% of a capture. A word is written by one store and
- * is only ever a rule of its pc (a signal handler's walk in between makes misses, not errors);
- * gen, g_gen at the last walk, drops the words of objects unloaded since (hs_cfi_cache_clear). */
-#define PREDICT_DEPTH 15
-static unsigned g_gen;
-static __thread struct {
-    unsigned gen;
-    uint64_t word[PREDICT_DEPTH];
-} t_last __attribute__((tls_model("initial-exec")));
-/* Static TLS is scarce for a library that is dlopen'ed (libmemunreachable.so can be): 128
- * bytes, no alignment beyond a word's. */
-_Static_assert(sizeof(t_last) == 128, "a small static TLS block");
-
 static inline size_t slot_of(uintptr_t pc)
 {
     return (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 52); /* top 12 bits: CACHE_SLOTS */
@@ -61,7 +44,6 @@ void hs_cfi_cache_clear(void)
 {
     for (size_t i = 0; i < CACHE_SLOTS; i++)
         __atomic_store_n(&g_cache[i], 0, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&g_gen, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- reading .eh_frame ---- */
@@ -627,37 +609,10 @@ static inline __attribute__((always_inline)) uint32_t rule_of(uintptr_t pc, bool
  * (ra - 1: a call can be the last instruction of a function). */
 enum step { STEP_OK, STEP_END, STEP_FALLBACK };
 
-/* The rule at pc, the walk's i-th; t_last's word i first. Only rules that lead on are kept
- * there: the others end the walk, and a fallback for a pc in no object is not cached. */
-static inline __attribute__((always_inline)) uint32_t rule_at(uintptr_t pc, size_t i, bool may_miss)
-{
-    if (i >= PREDICT_DEPTH)
-        return rule_of(pc, may_miss);
-    uint64_t e = __atomic_load_n(&t_last.word[i], __ATOMIC_RELAXED);
-    if (__builtin_expect((e & PC_MASK) == pc, 1))
-        return (uint32_t)(e >> PC_BITS); /* 0 (an empty word) matches pc 0 only: fall back */
-    uint32_t rule = rule_of(pc, may_miss);
-    if (rule > RULE_LAST)
-        __atomic_store_n(&t_last.word[i], (uint64_t)pc | (uint64_t)rule << PC_BITS,
-                         __ATOMIC_RELAXED);
-    return rule;
-}
-
-/* t_last as of now: emptied when an object went away since this thread's last walk. */
-static inline __attribute__((always_inline)) void last_walk_check(void)
-{
-    unsigned gen = __atomic_load_n(&g_gen, __ATOMIC_RELAXED);
-    if (__builtin_expect(t_last.gen != gen, 0)) {
-        for (size_t i = 0; i < PREDICT_DEPTH; i++)
-            __atomic_store_n(&t_last.word[i], 0, __ATOMIC_RELAXED);
-        t_last.gen = gen;
-    }
-}
-
 static inline __attribute__((always_inline)) enum step step(uintptr_t *pc, uintptr_t *sp,
-                                                            uintptr_t *bp, size_t i, bool may_miss)
+                                                            uintptr_t *bp, bool may_miss)
 {
-    uint32_t rule = rule_at(*pc, i, may_miss);
+    uint32_t rule = rule_of(*pc, may_miss);
     if (rule <= RULE_LAST) /* RULE_FALLBACK or RULE_LAST */
         return rule == RULE_LAST ? STEP_END : STEP_FALLBACK;
     uintptr_t offset = (uintptr_t)(rule << 2) & (1023u << 3); /* bits 1-10, times 8 */
@@ -697,18 +652,16 @@ static inline __attribute__((always_inline)) size_t walk(uintptr_t pc, uintptr_t
 {
     if (max == 0)
         return 0;
-    last_walk_check();
     size_t depth = 1;
-    size_t i = 0; /* steps taken: t_last's word of the next one */
     enum step s;
     if (!at_call_site) { /* frame 0 */
-        s = step(&pc, &sp, &bp, i++, may_miss);
+        s = step(&pc, &sp, &bp, may_miss);
         if (s != STEP_OK)
             return s == STEP_END ? 0 : HS_CFI_FALLBACK;
     }
     /* The skipped frames, then the leading call sites in the drop range. */
     while (depth <= skip || pc - drop_start < drop_end - drop_start) {
-        s = step(&pc, &sp, &bp, i++, may_miss);
+        s = step(&pc, &sp, &bp, may_miss);
         if (s != STEP_OK)
             return s == STEP_END ? 0 : HS_CFI_FALLBACK;
         if (++depth >= MAX_DEPTH)
@@ -719,7 +672,7 @@ static inline __attribute__((always_inline)) size_t walk(uintptr_t pc, uintptr_t
     uintptr_t *out = frames, *const end = frames + room;
     *out++ = pc;
     while (out != end) {
-        s = step(&pc, &sp, &bp, i++, may_miss);
+        s = step(&pc, &sp, &bp, may_miss);
         if (s != STEP_OK) {
             if (s == STEP_END)
                 break;
