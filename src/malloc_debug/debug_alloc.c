@@ -55,6 +55,19 @@ static inline size_t min_size(size_t a, size_t b)
     return a < b ? a : b;
 }
 
+/* Android's fills of a block of `usable` bytes: fill_on_alloc on a new one, fill_on_free on a
+ * freed one, each capped at its N (fill_on_alloc=N, fill_on_free=N). The callers test the
+ * option. */
+static inline void fill_new_block(void *p, size_t usable)
+{
+    memset(p, hs_md.cfg.fill_alloc_value, min_size(usable, hs_md.cfg.fill_on_alloc_bytes));
+}
+
+static inline void fill_freed_block(void *p, size_t usable)
+{
+    memset(p, hs_md.cfg.fill_free_value, min_size(usable, hs_md.cfg.fill_on_free_bytes));
+}
+
 static void *fail_enomem(void)
 {
     errno = ENOMEM;
@@ -264,8 +277,7 @@ HS_INLINE void *debug_alloc_drawn(size_t size, size_t alignment, bool zero, bool
                            : plain_alloc(size, alignment, zero, guarded, guard_bt, &lead);
     if (p) {
         if (!zero && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
-            memset(p, hs_md.cfg.fill_alloc_value,
-                   min_size(usable_size(p, lead), hs_md.cfg.fill_on_alloc_bytes));
+            fill_new_block(p, usable_size(p, lead));
         if (__builtin_expect(!track(p, size, guard_bt, lead), 0)) {
             discard_new_block(p, lead);
             p = fail_enomem();
@@ -401,7 +413,7 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
             usable = hs_md_backing_usable_size(orig) - lead;
     }
     if (options & HS_OPT_FILL_ON_FREE)
-        memset(ptr, hs_md.cfg.fill_free_value, min_size(usable, hs_md.cfg.fill_on_free_bytes));
+        fill_freed_block(ptr, usable);
     if (info->bt)
         hs_md_bt_release(info->bt);
     if (options & HS_OPT_FREE_TRACK) {
@@ -493,8 +505,7 @@ void *hs_md_fill_malloc(size_t size)
     hs_md_serve_requests();
     void *p = __libc_malloc(size ? size : 1);
     if (p && (hs_md.cfg.options & HS_OPT_FILL_ON_ALLOC))
-        memset(p, hs_md.cfg.fill_alloc_value,
-               min_size(hs_md_libc_usable_size(p), hs_md.cfg.fill_on_alloc_bytes));
+        fill_new_block(p, hs_md_libc_usable_size(p));
     return p;
 }
 
@@ -513,8 +524,7 @@ void hs_md_fill_free(void *ptr)
     if (!ptr)
         return;
     if (hs_md.cfg.options & HS_OPT_FILL_ON_FREE)
-        memset(ptr, hs_md.cfg.fill_free_value,
-               min_size(hs_md_libc_usable_size(ptr), hs_md.cfg.fill_on_free_bytes));
+        fill_freed_block(ptr, hs_md_libc_usable_size(ptr));
     __libc_free(ptr);
 }
 
