@@ -24,6 +24,7 @@
  */
 #include "heap_walker.h"
 
+#include "hs_assert.h"
 #include "log.h"
 #include "range_lookup.h"
 #include "run_order.h"
@@ -346,7 +347,7 @@ void hs_mu_heap_walker_destroy(struct hs_mu_heap_walker *w)
     hs_arena_free(a, w->big, w->cap_big * sizeof(*w->big));
     if (w->finished) {
         hs_arena_free(a, w->marked, (w->num_allocs / 64 + 1) * sizeof(*w->marked));
-        hs_arena_free(a, w->work, (w->num_allocs ? w->num_allocs : 1) * sizeof(*w->work));
+        hs_arena_free(a, w->work, w->cap_work * sizeof(*w->work));
         hs_arena_free(a, w->pending, (w->num_allocs / 64 + 1) * sizeof(*w->pending));
     }
     hs_arena_free(a, w->roots, w->cap_roots * sizeof(*w->roots));
@@ -739,7 +740,11 @@ int hs_mu_heap_walker_finish(struct hs_mu_heap_walker *w)
     }
     w->finished = true; /* from here on destroy frees the mark state too */
     w->marked = hs_arena_calloc(w->arena, (n / 64 + 1) * sizeof(*w->marked));
-    w->work = hs_arena_alloc(w->arena, (n ? n : 1) * sizeof(*w->work));
+    /* The stack holds at most the "few" of hs_mu_heap_walker_mark: past that, new marks wait
+     * in the bitmap (one array holding 10^7 blocks, scanned depth-first, filled a stack of
+     * 40 MB of fresh pages before). */
+    w->cap_work = n / 64 + 64;
+    w->work = hs_arena_alloc(w->arena, w->cap_work * sizeof(*w->work));
     w->pending = hs_arena_calloc(w->arena, (n / 64 + 1) * sizeof(*w->pending));
     if (!w->marked || !w->work || !w->pending)
         return -ENOMEM;
@@ -854,7 +859,7 @@ static inline void mark_index(struct hs_mu_heap_walker *w, size_t i)
         return;
     w->marked[i / 64] |= 1ull << (i % 64);
     w->num_marked++;
-    if (w->use_stack) {
+    if (w->use_stack && w->num_work < w->cap_work) {
         w->work[w->num_work++] = (uint32_t)i;
     } else {
         w->pending[i / 64] |= 1ull << (i % 64);
@@ -1035,25 +1040,27 @@ void hs_mu_heap_walker_mark(struct hs_mu_heap_walker *w)
                     scan_pending_word(w, k, words);
             flush_batch(w);
         }
-        /* The rest depth-first... */
+        /* The rest depth-first (pending holds fewer than `few`: they fit on the stack)... */
         w->use_stack = true;
         for (size_t k = 0; k < words && w->num_pending > 0; k++) {
             uint64_t bits = w->pending[k];
             w->pending[k] = 0;
             for (; bits; bits &= bits - 1) {
+                hs_assert(w->num_work < w->cap_work);
                 w->work[w->num_work++] = (uint32_t)(k * 64 + (size_t)__builtin_ctzll(bits));
                 w->num_pending--;
             }
         }
-        while (w->num_work > 0 && w->num_work < few) {
+        /* ...until it fans out again (one array holding everything, reached late): marks past
+         * a full stack wait in the bitmap, and once `few` wait there the stack joins them, for
+         * passes in address order. */
+        while (w->num_work > 0 && w->num_pending < few) {
             scan_alloc(w, w->work[--w->num_work]);
             if (w->num_work == 0)
                 flush_batch(w);
         }
-        if (w->num_work == 0)
+        if (w->num_work == 0 && w->num_pending == 0)
             return;
-        /* ...until it fans out again (one array holding everything, reached late): the stack
-         * goes back into the bitmap, for passes in address order. */
         flush_batch(w);
         for (size_t j = 0; j < w->num_work; j++)
             w->pending[w->work[j] / 64] |= 1ull << (w->work[j] % 64);

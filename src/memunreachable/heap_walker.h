@@ -16,10 +16,11 @@
  * scanned in passes in address order; what a pass marks behind its position waits for the next
  * pass. When fewer than num_allocs / 64 + 64 allocations remain pending (the frontier of a
  * deep list, say), passes would mostly walk an empty bitmap, so the rest goes depth-first with
- * an explicit stack; and when that stack grows past the same size (a program whose roots hold
- * one array that holds everything: the fan-out comes after the frontier was narrow), it goes
- * back into the bitmap for passes again (in stack order, a million 1000-byte blocks took 3x as
- * long). Every allocation is scanned exactly once either way.
+ * an explicit stack of that size; and when it fans out again (a program whose roots hold one
+ * array that holds everything: the fan-out comes after the frontier was narrow), marks past a
+ * full stack wait in the bitmap, and once that many wait the stack joins them for passes again
+ * (in stack order, a million 1000-byte blocks took 3x as long). Every allocation is scanned
+ * exactly once either way.
  *
  * Lookup ("is this word a heap pointer?"), the hot path, costs one subtraction and one
  * compare for the great majority of words (those outside [lowest begin, highest end)). A word
@@ -60,8 +61,8 @@
  * 16n bytes of ranges (+16n while sorting a list that is not a few sorted runs; the list grows
  * by mremap, never copied), n/8
  * bytes of mark bits and as many of pending bits, 4 to 8 bytes per allocation of slot arrays,
- * the page table (16 KiB per 1 GiB window holding allocations), and a work stack of 4n bytes of
- * address space, of which only the part a deep chain uses is touched.
+ * the page table (16 KiB per 1 GiB window holding allocations), and a work stack of n/16 + 256
+ * bytes.
  *
  * Threading and signals: a walker is used by one thread. The fault guard is process-global
  * state for the single-threaded sweeper (and single-threaded tests); its handler is
@@ -153,8 +154,8 @@ struct hs_mu_heap_walker {
     uint64_t *marked;  /* a bit per allocation, (num_allocs + 63) / 64 words */
     uint64_t *pending; /* (num_allocs + 63) / 64 words */
     size_t num_pending;
-    uint32_t *work; /* capacity num_allocs */
-    size_t num_work;
+    uint32_t *work; /* capacity cap_work (num_allocs / 64 + 64) */
+    size_t num_work, cap_work;
     bool use_stack; /* new marks go to work[] instead of pending[] */
     size_t num_marked;
     size_t num_pass_scans; /* allocations scanned by a pass in address order (not depth-first) */

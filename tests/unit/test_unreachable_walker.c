@@ -593,6 +593,31 @@ static void test_mark_cycles_and_chains(void)
     CHECK(marked(&w, tail) && !marked(&w, unreached));
     CHECK(w.num_pass_scans >= FAN); /* not one block at a time from the stack */
     hs_mu_heap_walker_destroy(&w);
+
+    check_context("fan-outs in turn, each wider than the stack, then chains off them");
+    fake_reset();
+    enum { ARRAYS = 6, WIDE = 3000 };
+    uintptr_t *arrays[ARRAYS], *last_of[ARRAYS];
+    for (size_t a = 0; a < ARRAYS; a++)
+        arrays[a] = fake_block((WIDE + 1) * sizeof(uintptr_t));
+    for (size_t a = 0; a < ARRAYS; a++) {
+        for (size_t i = 0; i < WIDE; i++) {
+            uintptr_t *blk = fake_block(32);
+            arrays[a][i] = (uintptr_t)blk;
+            if (i == WIDE - 1) /* the array's last block leads to the next array */
+                blk[1] = a + 1 < ARRAYS ? (uintptr_t)arrays[a + 1] : 0;
+            last_of[a] = blk;
+        }
+    }
+    unreached = fake_block(16);
+    build(&w);
+    hs_mu_heap_walker_add_root_value(&w, (uintptr_t)arrays[0]);
+    hs_mu_heap_walker_mark(&w);
+    CHECK(w.cap_work < WIDE); /* so every array overflowed the stack */
+    CHECK_EQ(w.num_marked, ARRAYS * (WIDE + 1));
+    CHECK(marked(&w, last_of[ARRAYS - 1]) && !marked(&w, unreached));
+    CHECK(w.num_work == 0 && w.num_pending == 0);
+    hs_mu_heap_walker_destroy(&w);
 }
 
 static void test_chunk_filter(void)
