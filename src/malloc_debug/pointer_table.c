@@ -346,6 +346,22 @@ void hs_md_ptr_unlock_all(void)
     hs_spin_unlock(&g_create_lock);
 }
 
+/* How far ahead of the word being visited for_each_live prefetches the records: 2 words are
+ * 2 KiB of heap, some 18 blocks of 100 bytes, enough to cover a miss to memory. */
+#define PREFETCH_WORDS 2
+
+/* Prefetches the records (in front of the blocks: a guarded block's is elsewhere, and its
+ * prefetch is merely wasted) of the live pointers of bitmap word w. Visiting reads each
+ * record, a miss per block on a big heap that the hardware prefetcher does not cover across
+ * the gaps between blocks (listing 10^7 blocks of 100 bytes: ~20 ns a block without it). */
+static inline __attribute__((always_inline)) void prefetch_records(const struct region *r, size_t w)
+{
+    uintptr_t base = r->base - hs_md.track_offset + ((uintptr_t)w * 64 << GRANULE_SHIFT);
+    for (uint64_t bw = r->bits[w]; bw; bw &= bw - 1)
+        __builtin_prefetch(
+            (const void *)(base + ((uintptr_t)__builtin_ctzll(bw) << GRANULE_SHIFT)));
+}
+
 /* Calls visit for every live pointer of r whose bit is in [first, end), in address order
  * (lock held). Inline with a constant visit, so that listing 10^7 blocks makes no call per
  * block; the whole region is first = 0, end = REGION_BITS (every mask all ones). */
@@ -365,6 +381,8 @@ for_each_live(const struct region *r, size_t first, size_t end,
             sw &= ~UINT64_C(0) >> (63 - w_last % 64);
         for (; sw; sw &= sw - 1) {
             size_t w = s * 64 + (size_t)__builtin_ctzll(sw);
+            if (w + PREFETCH_WORDS < REGION_WORDS)
+                prefetch_records(r, w + PREFETCH_WORDS);
             uint64_t bw = r->bits[w];
             if (w == w_first)
                 bw &= ~UINT64_C(0) << (first % 64);
