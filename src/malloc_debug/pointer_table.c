@@ -346,6 +346,33 @@ void hs_md_ptr_unlock_all(void)
     hs_spin_unlock(&g_create_lock);
 }
 
+/* Above this many regions, listing visits them newest first instead of in address order
+ * (ordering costs a pass over the region list per region). 4096 regions span 256 GiB. */
+#define ORDERED_REGIONS_MAX 4096
+
+/* Whether listing visits the regions in address order (lock held: no region appears). */
+static bool regions_ordered(void)
+{
+    size_t n = 0;
+    for (const struct region *r = g_regions; r && n <= ORDERED_REGIONS_MAX; r = r->next)
+        n++;
+    return n <= ORDERED_REGIONS_MAX;
+}
+
+/* The region to visit after prev (NULL: the first), in address order when ordered. In address
+ * order, a list of the whole table is sorted: the unreachable-memory check then has no runs to
+ * put in order (run_order.h: reversing 10^7 entries, listed newest region first, took 30 ms). */
+static const struct region *next_region(const struct region *prev, bool ordered)
+{
+    if (!ordered)
+        return prev ? prev->next : g_regions;
+    const struct region *best = NULL;
+    for (const struct region *r = g_regions; r; r = r->next)
+        if ((!prev || r->base > prev->base) && (!best || r->base < best->base))
+            best = r;
+    return best;
+}
+
 /* How far ahead of the word being visited for_each_live prefetches the records: 2 words are
  * 2 KiB of heap, some 18 blocks of 100 bytes, enough to cover a miss to memory. */
 #define PREFETCH_WORDS 2
@@ -428,7 +455,8 @@ void hs_md_ptr_foreach_in_locked(uintptr_t lo, uintptr_t hi,
                                  void *arg)
 {
     struct foreach_args a = {fn, arg};
-    for (struct region *r = g_regions; r; r = r->next) {
+    bool ordered = regions_ordered();
+    for (const struct region *r = next_region(NULL, ordered); r; r = next_region(r, ordered)) {
         size_t first, end;
         bits_in_range(r, lo, hi, &first, &end);
         for_each_live(r, first, end, foreach_visit, &a);
@@ -462,7 +490,8 @@ static inline __attribute__((always_inline)) void list_visit(uintptr_t p, void *
 size_t hs_md_ptr_list_locked(uintptr_t (*out)[2], size_t cap)
 {
     struct list_args a = {out, cap, 0};
-    for (struct region *r = g_regions; r; r = r->next)
+    bool ordered = regions_ordered();
+    for (const struct region *r = next_region(NULL, ordered); r; r = next_region(r, ordered))
         for_each_live(r, 0, REGION_BITS, list_visit, &a);
     return a.n;
 }

@@ -172,7 +172,8 @@ static void test_region_edges_and_listing(void)
     hs_md_ptr_unlock_all();
     CHECK_EQ(seen[0], 4);
     CHECK_EQ(total, 4);
-    /* Every pointer once, ascending within a region, and the list in the same order. */
+    /* Every pointer once, ascending (region 1 was created after region 0, and the regions are
+     * kept newest first: listing orders them), and the list in the same order. */
     size_t found = 0;
     for (size_t i = 1; i <= seen[0]; i++) {
         for (size_t j = 0; j < 4; j++)
@@ -180,7 +181,7 @@ static void test_region_edges_and_listing(void)
                 found++;
                 CHECK_EQ(seen[64 + i], 100 + j);
             }
-        if (i > 1 && (seen[i] & ~(REGION - 1)) == (seen[i - 1] & ~(REGION - 1)))
+        if (i > 1)
             CHECK(seen[i] > seen[i - 1]);
         if (i <= 3)
             CHECK(list[i - 1][0] == seen[i] && list[i - 1][1] == seen[64 + i]);
