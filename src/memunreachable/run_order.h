@@ -1,14 +1,14 @@
 /* run_order.h: sorting a list of allocations that is already a few sorted runs, in place.
  *
- * malloc debug lists its blocks region by region (64 MiB of address space each), in address
- * order within a region and newest region first; glibc's heap walk is in address order per
- * heap. Such a list is a concatenation of a few ascending runs whose ranges of begins do not
- * interleave: sorted, it is the same runs in another order. hs_mu_order_runs() finds the runs
- * (one pass), gives each its place from the runs' order by address, and keeps where they are
- * the heaviest set of runs already in the right order relative to one another (or in reverse
- * order, as malloc debug's newest-first regions on a heap that grew upwards: the list and
- * each run are then reversed first); those are moved once each, in the array itself, and the
- * others go through a buffer. The general sort (heap_walker.c's scatter by page) needs a
+ * malloc debug lists its blocks in address order (region by region, 64 MiB of address space
+ * each; newest region first when it has more than 4096); glibc's heap walk is in address order
+ * per heap. Such a list is a concatenation of a few ascending runs whose ranges of begins do
+ * not interleave: sorted, it is the same runs in another order (malloc debug's usually one
+ * run per region, already in order). hs_mu_order_runs() finds the runs (one pass), gives each
+ * its place from the runs' order by address, and keeps where they are the heaviest set of runs
+ * already in the right order relative to one another (or in reverse order, as newest-first
+ * regions on a heap that grew upwards: the list and each run are then reversed first); those
+ * are moved once each, in the array itself, and the others go through a buffer. The general sort (heap_walker.c's scatter by page) needs a
  * second array as large as the list: at 10^7 blocks, 160 MB of fresh memory, whose page
  * faults and clearing cost the check more than the sort.
  *
