@@ -8,9 +8,10 @@
  * its place from the runs' order by address, and keeps where they are the heaviest set of runs
  * already in the right order relative to one another (or in reverse order, as newest-first
  * regions on a heap that grew upwards: the list and each run are then reversed first); those
- * are moved once each, in the array itself, and the others go through a buffer. The general sort (heap_walker.c's scatter by page) needs a
- * second array as large as the list: at 10^7 blocks, 160 MB of fresh memory, whose page
- * faults and clearing cost the check more than the sort.
+ * are moved once each, in the array itself, and the others go through a buffer. The general
+ * sort (heap_walker.c's scatter by page) needs a second array as large as the list: at 10^7
+ * blocks, 160 MB of fresh memory, whose page faults and clearing cost the check more than the
+ * sort.
  *
  * Memory: a descriptor per run and the buffer (the runs that move, at most half the list: with
  * more, the list is left to the general sort), from the caller's arena. No malloc.

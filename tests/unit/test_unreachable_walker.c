@@ -594,7 +594,7 @@ static void test_mark_cycles_and_chains(void)
     CHECK(w.num_pass_scans >= FAN); /* not one block at a time from the stack */
     hs_mu_heap_walker_destroy(&w);
 
-    check_context("fan-outs in turn, each wider than the stack, then chains off them");
+    check_context("fan-outs in turn, each wider than the stack and leading to the next");
     fake_reset();
     enum { ARRAYS = 6, WIDE = 3000 };
     uintptr_t *arrays[ARRAYS], *last_of[ARRAYS];
