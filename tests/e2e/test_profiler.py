@@ -184,15 +184,20 @@ class ProfilerTest(unittest.TestCase):
         # contents, calloc clears, also when glibc perturbs fresh memory, posix_memalign keeps
         # its EINVAL). Every one of them is freed,
         # and every free is seen: nothing is left in use at the site.
+        # A shrinking realloc keeps its block where it is, as glibc's does: the sampled block
+        # is already placed, so it is not copied to a new one.
         plain = subprocess.run([WORKLOAD, "placement"], capture_output=True, text=True,
                                env=clean_env())
         self.assertIn("placement ok=1 ", plain.stdout)
+        self.assertIn(" in_place=200 of 200", plain.stdout)
         proc = self.profile("-i", "1", "--", WORKLOAD, "placement")
-        m = re.search(r"placement ok=1 aligned=(\d+) of (\d+)", proc.stdout)
+        m = re.search(r"placement ok=1 aligned=(\d+) of (\d+) in_place=(\d+) of 200",
+                      proc.stdout)
         self.assertIsNotNone(m, proc.stdout)
         self.assertEqual(m.group(1), m.group(2))
+        self.assertEqual(m.group(3), "200")
         profile = self.final()
-        self.assertEqual(per_site(profile, "alloc_objects").get("placement"), 200 * 6 + 1)
+        self.assertEqual(per_site(profile, "alloc_objects").get("placement"), 200 * 6 + 2)
         self.assertEqual(per_site(profile, "inuse_objects").get("placement", 0), 0)
 
     def test_short_lived_process_keeps_its_last_data(self):

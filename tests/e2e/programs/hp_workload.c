@@ -27,8 +27,9 @@
  *                              a block with contents), checking the contents, calloc's zeros
  *                              (also under mallopt(M_PERTURB)),
  *                              malloc_usable_size and posix_memalign's EINVAL; prints
- *                              "placement ok=1|0 aligned=A of N" where A counts the blocks
- *                              whose address is a multiple of 1024
+ *                              "placement ok=1|0 aligned=A of N in_place=I of 200" where A
+ *                              counts the blocks whose address is a multiple of 1024 and I the
+ *                              shrinking reallocs that kept their block's address
  * Every site is a noinline function that calls the allocator itself (no tail calls), so the
  * leaf frame of each sampled stack names the site.
  */
@@ -483,7 +484,7 @@ static int clone_vm(void)
 
 /* For placement: counts the blocks at a multiple of 1024 (where the profiler places the blocks
  * it samples) and checks that each is usable as asked. */
-static unsigned g_placed, g_blocks;
+static unsigned g_placed, g_blocks, g_in_place;
 static int g_placement_ok = 1;
 
 static void *placed(void *p, size_t size)
@@ -512,6 +513,7 @@ static int placement(void)
         for (size_t k = 0; r && k < n; k++)
             g_placement_ok &= r[k] == (unsigned char)(k * 7 + i);
         unsigned char *s = placed(realloc(r, n / 2), n / 2);
+        g_in_place += s == r; /* a shrinking block stays where it is, sampled or not */
         for (size_t k = 0; s && k < n / 2; k++)
             g_placement_ok &= s[k] == (unsigned char)(k * 7 + i);
         void *a = placed(aligned_alloc(64, 128), 128);
@@ -532,9 +534,14 @@ static int placement(void)
     unsigned char *z = placed(calloc(1, big), big);
     for (size_t k = 0; z && k < big; k += 4096)
         g_placement_ok &= z[k] == 0 && z[k + 4095] == 0;
-    free(z);
+    /* Shrunk, it stays placed (glibc mremaps it, keeping its offset in the page). */
+    unsigned char *zs = placed(realloc(z, big / 2), big / 2);
+    for (size_t k = 0; zs && k < big / 2; k += 4096)
+        g_placement_ok &= zs[k] == 0 && zs[k + 4095] == 0;
+    free(zs);
     mallopt(M_PERTURB, 0);
-    printf("placement ok=%d aligned=%u of %u\n", g_placement_ok, g_placed, g_blocks);
+    printf("placement ok=%d aligned=%u of %u in_place=%u of 200\n", g_placement_ok, g_placed,
+           g_blocks, g_in_place);
     return g_placement_ok ? 0 : 1;
 }
 
