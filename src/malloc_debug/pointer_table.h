@@ -80,7 +80,7 @@ void hs_md_ptr_lock_all(void);
 void hs_md_ptr_unlock_all(void);
 
 /* Calls fn for every live entry, in address order (region by region, the regions newest
- * first when more than 4096 hold blocks); the caller must hold the table locked.
+ * first when more than 1024 hold blocks); the caller must hold the table locked.
  * fn must not allocate through the shim or touch the table. */
 void hs_md_ptr_foreach_locked(void (*fn)(uintptr_t ptr, const struct hs_md_ptr_info *info,
                                          void *arg),

@@ -18,7 +18,7 @@ struct run {
 /* Whether a[i] begins a new run: it does not follow a[i - 1] in address order, or is in another
  * 64 MiB window. (An ascending piece of one window that goes on in another would span the
  * windows listed elsewhere: malloc debug lists region by region, newest first when it has
- * more than 4096, so the last blocks of one region and the first of an older one, far above
+ * more than 1024, so the last blocks of one region and the first of an older one, far above
  * it, ascend too.) */
 static inline bool run_starts(const struct hs_mu_alloc *a, size_t i)
 {

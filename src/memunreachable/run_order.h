@@ -1,7 +1,7 @@
 /* run_order.h: sorting a list of allocations that is already a few sorted runs, in place.
  *
  * malloc debug lists its blocks in address order (region by region, 64 MiB of address space
- * each; newest region first when it has more than 4096); glibc's heap walk is in address order
+ * each; newest region first when it has more than 1024); glibc's heap walk is in address order
  * per heap. Such a list is a concatenation of a few ascending runs whose ranges of begins do
  * not interleave: sorted, it is the same runs in another order (malloc debug's usually one
  * run per region, already in order). hs_mu_order_runs() finds the runs (one pass), gives each
