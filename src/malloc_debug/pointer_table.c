@@ -360,6 +360,12 @@ static bool regions_ordered(void)
     return n <= ORDERED_REGIONS_MAX;
 }
 
+/* Whether r covers any address of [lo, hi). */
+static inline bool region_meets(const struct region *r, uintptr_t lo, uintptr_t hi)
+{
+    return r->base < hi && r->base + ((uintptr_t)1 << REGION_SHIFT) > lo;
+}
+
 /* The region to visit after prev (NULL: the first) among those holding addresses in
  * [lo, hi), in address order when ordered. In address order, a list of the whole table is
  * sorted: the unreachable-memory check then has no runs to put in order (run_order.h:
@@ -370,14 +376,14 @@ static const struct region *next_region(const struct region *prev, bool ordered,
 {
     const struct region *r = prev ? prev->next : g_regions;
     if (!ordered) {
-        while (r && (r->base >= hi || r->base + ((uintptr_t)1 << REGION_SHIFT) <= lo))
+        while (r && !region_meets(r, lo, hi))
             r = r->next;
         return r;
     }
     const struct region *best = NULL;
     for (r = g_regions; r; r = r->next)
-        if (r->base < hi && r->base + ((uintptr_t)1 << REGION_SHIFT) > lo &&
-            (!prev || r->base > prev->base) && (!best || r->base < best->base))
+        if (region_meets(r, lo, hi) && (!prev || r->base > prev->base) &&
+            (!best || r->base < best->base))
             best = r;
     return best;
 }

@@ -1030,7 +1030,7 @@ void hs_mu_heap_walker_mark(struct hs_mu_heap_walker *w)
     flush_batch(w);
 
     size_t words = w->num_allocs / 64 + 1;
-    size_t few = w->num_allocs / 64 + 64;
+    size_t few = w->cap_work; /* num_allocs / 64 + 64: the stack's size (finish) */
     for (;;) {
         /* Passes in address order while the frontier is wide. */
         w->use_stack = false;
