@@ -7,17 +7,25 @@
  *    while the worker goes through 20,000 pcs: run under ThreadSanitizer by make sanitize;
  *  - a queue freed while the worker is busy with it returns only once the worker left it, and
  *    another queue is still served;
- *  - the idle-CPU gate reads /proc/loadavg's runnable count right (it is turned off for the
- *    other tests, which ctest runs beside others);
+ *  - the gate's probe (cpu_room.c) reads /proc/stat's idle time of the CPUs it counts, and
+ *    counts the thread's own CPU time as room;
+ *  - with the gate on and every CPU kept busy, the worker stops in the middle of a batch, and
+ *    a queue freed meanwhile is let go at once (the gate is turned off for the other tests,
+ *    which ctest runs beside others);
  *  - NULL and empty calls are no-ops.
  */
+#define _GNU_SOURCE /* cpu_set_t */
 #include "check.h"
+#include "clock.h"
+#include "cpu_room.h"
 #include "presymbolizer.h"
 #include "symbolizer.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__clang__)
 #define TEST_NOINLINE __attribute__((noinline))
@@ -147,17 +155,122 @@ static void test_freed_while_busy(void)
     check_context(NULL);
 }
 
-static void test_cpu_idle(void)
+static void test_cpu_room_parse(void)
 {
-    check_context("idle CPU gate");
-    CHECK(hs_presym_cpu_idle("0.50 0.40 0.30 1/234 5678\n", 2));
-    CHECK(hs_presym_cpu_idle("0.50 0.40 0.30 2/234 5678\n", 2));
-    CHECK(!hs_presym_cpu_idle("2.50 2.40 2.30 3/234 5678\n", 2));
-    CHECK(!hs_presym_cpu_idle("9.00 9.00 9.00 17/1234 5678\n", 16));
-    CHECK(hs_presym_cpu_idle("9.00 9.00 9.00 16/1234 5678\n", 16));
-    CHECK(hs_presym_cpu_idle("", 2)); /* unparsable: idle */
-    CHECK(hs_presym_cpu_idle("0.50 0.40 0.30 x/234 5678", 2));
-    CHECK(hs_presym_cpu_idle("5/9", 0));
+    check_context("cpu room: /proc/stat parsed");
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    CPU_SET(0, &cpus);
+    CPU_SET(2, &cpus);
+    uint64_t idle = 7;
+    const char *stat = "cpu  100 0 50 9000 40 0 1 0 0 0\n"
+                       "cpu0 10 0 5 1000 4 0 0 0 0 0\n"
+                       "cpu1 10 0 5 2000 8 0 0 0 0 0\n"
+                       "cpu2 10 0 5 3000 16 0 1 0 0 0\n"
+                       "intr 12345 1 2 3\n"
+                       "ctxt 999\n";
+    CHECK(hs_cpu_room_parse(stat, &cpus, &idle));
+    CHECK_EQ(idle, 1000 + 4 + 3000 + 16); /* cpu0 and cpu2: idle and iowait; not cpu1 */
+    CPU_ZERO(&cpus);
+    CPU_SET(5, &cpus);
+    CHECK(!hs_cpu_room_parse(stat, &cpus, &idle)); /* none of the counted CPUs is listed */
+    CHECK_EQ(idle, 0);
+    CPU_SET(0, &cpus);
+    /* A cut-off last line and a line with too few numbers are not counted. */
+    CHECK(hs_cpu_room_parse("cpu0 1 2 3 40 5\ncpu5 1 2 3 4", &cpus, &idle));
+    CHECK_EQ(idle, 45);
+    CHECK(!hs_cpu_room_parse("cpu0 1 2 3\ncpux 1 2 3 4 5\n", &cpus, &idle));
+    CHECK(!hs_cpu_room_parse("", &cpus, &idle));
+    check_context(NULL);
+}
+
+static volatile int g_sink;
+
+static void spin_ms(unsigned ms)
+{
+    uint64_t end = hs_monotonic_ns() + ms * 1000000ull;
+    while (hs_monotonic_ns() < end)
+        g_sink++;
+}
+
+static void test_cpu_room_probe(void)
+{
+    check_context("cpu room: probe");
+    struct hs_cpu_room r;
+    CHECK(hs_cpu_room_open(&r));
+    CHECK(hs_cpu_room_elapsed_ns(&r) == UINT64_MAX); /* no stretch yet */
+    hs_cpu_room_restart(&r);
+    spin_ms(200);
+    CHECK(hs_cpu_room_elapsed_ns(&r) >= 200000000ull);
+    /* This thread ran most of the stretch (its time is room it took), and idle CPUs only add:
+     * at least half a CPU even beside the other tests ctest runs. */
+    double room = hs_cpu_room_take(&r);
+    CHECK(room >= 0.5);
+    CHECK(room <= (double)CPU_COUNT(&r.cpus) + 1.0);
+    CHECK(hs_cpu_room_elapsed_ns(&r) < 200000000ull); /* take starts the next stretch */
+    hs_cpu_room_close(&r);
+    /* A probe that cannot read says there is room. */
+    struct hs_cpu_room blind = {.fd = -1};
+    hs_cpu_room_restart(&blind);
+    CHECK(hs_cpu_room_take(&blind) == HS_CPU_ROOM_UNKNOWN);
+    check_context(NULL);
+}
+
+static int g_stop_spinners;
+
+static void *spinner(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&g_stop_spinners, __ATOMIC_RELAXED))
+        g_sink++;
+    return NULL;
+}
+
+static void test_no_room_pauses_and_free_lets_go(void)
+{
+    check_context("no room: the worker pauses, a freed queue is let go");
+    struct hs_symbolizer *s = own_symbolizer();
+    struct hs_presym *ps = hs_presym_new(s);
+    CHECK(ps != NULL);
+    enum { N = 100000 };
+    uintptr_t *pcs = spread_pcs(N);
+    hs_presym_add(ps, pcs, N);
+    struct hs_presym_stats st = {0};
+    for (int i = 0; i < 6000 && st.symbolized == 0; i++) {
+        spin_ms(10);
+        hs_presym_get_stats(ps, &st);
+    }
+    CHECK(st.symbolized > 0); /* batches are going through */
+    /* Twice as many spinning threads as CPUs: the worker's share stays below its room. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t nspin = (size_t)(ncpu > 0 ? ncpu : 1) * 2;
+    pthread_t *th = calloc(nspin, sizeof(*th));
+    CHECK(th != NULL);
+    __atomic_store_n(&g_stop_spinners, 0, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < nspin; i++)
+        CHECK(pthread_create(&th[i], NULL, spinner, NULL) == 0);
+    hs_presym_set_idle_only(true);
+    /* pcs keep coming, so that the worker is in the middle of a batch when its gate closes. */
+    for (int i = 0; i < 3000 && st.paused == 0; i++) {
+        spin_ms(10);
+        hs_presym_get_stats(ps, &st);
+        if (st.queued - st.symbolized < N / 2)
+            hs_presym_add(ps, pcs, N);
+    }
+    CHECK(st.paused > 0);
+    CHECK(st.symbolized < st.queued);
+    /* Freed while the worker waits for room in the middle of its batch: returns now, not
+     * when the spinners stop. */
+    uint64_t t0 = hs_monotonic_ns();
+    hs_presym_free(ps);
+    CHECK(hs_monotonic_ns() - t0 < 10000000000ull);
+    __atomic_store_n(&g_stop_spinners, 1, __ATOMIC_RELAXED);
+    for (size_t i = 0; i < nspin; i++)
+        pthread_join(th[i], NULL);
+    hs_presym_set_idle_only(false);
+    hs_symbolizer_free(s);
+    free(th);
+    free(pcs);
     check_context(NULL);
 }
 
@@ -174,10 +287,12 @@ int main(void)
 {
     /* ctest runs tests side by side: the worker must not wait for an idle CPU here. */
     hs_presym_set_idle_only(false);
-    test_cpu_idle();
+    test_cpu_room_parse();
+    test_cpu_room_probe();
     test_queued_pcs_are_symbolized();
     test_shared_with_this_thread();
     test_freed_while_busy();
+    test_no_room_pauses_and_free_lets_go();
     test_null();
     return check_report();
 }

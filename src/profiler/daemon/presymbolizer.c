@@ -11,13 +11,12 @@
 #include "presymbolizer.h"
 
 #include "clock.h"
+#include "cpu_room.h"
 #include "hs_assert.h"
 #include "symbolizer.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,21 +31,24 @@ struct hs_presym {
     size_t head, len, cap;
     bool listed;            /* in g's list of queues with work */
     struct hs_presym *next; /* that list's link */
-    uint64_t queued, symbolized;
+    uint64_t queued, symbolized, paused;
 };
 
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t work;            /* a queue was listed */
     pthread_cond_t done;            /* the worker finished a batch */
+    pthread_cond_t wake;            /* the worker, waiting for room, is to look again */
     struct hs_presym *first, *last; /* queues with work, served in turn */
     struct hs_presym *busy;         /* the queue of the batch in progress */
+    bool cancel;                    /* hs_presym_free wants busy's batch ended */
     bool started, failed;
     bool any_cpu; /* the idle-CPU gate is off (tests) */
 } g = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .work = PTHREAD_COND_INITIALIZER,
     .done = PTHREAD_COND_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
 };
 
 static void list_append(struct hs_presym *ps)
@@ -87,51 +89,50 @@ static void list_remove(struct hs_presym *ps)
     ps->listed = false;
 }
 
-bool hs_presym_cpu_idle(const char *loadavg, int ncpus)
-{
-    const char *p = strchr(loadavg, '/');
-    if (p == NULL || ncpus <= 0)
-        return true;
-    while (p > loadavg && p[-1] >= '0' && p[-1] <= '9')
-        p--;
-    char *end;
-    long runnable = strtol(p, &end, 10);
-    if (end == p || *end != '/')
-        return true;
-    return runnable <= ncpus;
-}
-
 void hs_presym_set_idle_only(bool on)
 {
     pthread_mutex_lock(&g.lock);
     g.any_cpu = !on;
+    pthread_cond_broadcast(&g.wake);
     pthread_mutex_unlock(&g.lock);
 }
 
-/* The CPUs this thread may run on. */
-static int usable_cpus(void)
+#define LOOK_NS ((uint64_t)HS_PRESYM_LOOK_MS * 1000000u)
+
+/* The worker's view of the CPUs: the room they had over the last stretch measured. */
+struct gate {
+    struct hs_cpu_room room;
+    bool room_seen; /* the last stretch had room */
+};
+
+/* Whether the worker may take a CPU now: the last whole stretch had room, measured afresh
+ * once a stretch is over. A stretch older than two (the worker slept on an empty queue)
+ * says nothing of now: a new one starts, and until it is over the answer is no. */
+static bool gate_open(struct gate *gt)
 {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0)
-        return (int)sysconf(_SC_NPROCESSORS_ONLN);
-    return CPU_COUNT(&set);
+    uint64_t elapsed = hs_cpu_room_elapsed_ns(&gt->room);
+    if (elapsed > 2 * LOOK_NS) {
+        hs_cpu_room_restart(&gt->room);
+        gt->room_seen = false;
+    } else if (elapsed >= LOOK_NS) {
+        gt->room_seen = hs_cpu_room_take(&gt->room) >= HS_PRESYM_ROOM;
+    }
+    return gt->room_seen;
 }
 
-/* Waits (g.lock released meanwhile) until a CPU is idle or the gate is off. */
-static void wait_for_idle_cpu(int loadavg_fd, int ncpus)
+/* Under g.lock (released while it waits): waits until the gate opens or is turned off
+ * (true), or until the batch in progress is cancelled by hs_presym_free (false). */
+static bool wait_for_room(struct gate *gt)
 {
-    while (!g.any_cpu && loadavg_fd >= 0) {
-        char text[128];
-        ssize_t n = pread(loadavg_fd, text, sizeof(text) - 1, 0);
-        if (n <= 0)
-            return;
-        text[n] = '\0';
-        if (hs_presym_cpu_idle(text, ncpus))
-            return;
-        pthread_mutex_unlock(&g.lock);
-        nanosleep(&(struct timespec){0, HS_PRESYM_BUSY_WAIT_MS * 1000000L}, NULL);
-        pthread_mutex_lock(&g.lock);
+    while (!g.any_cpu && !g.cancel && !gate_open(gt)) {
+        uint64_t elapsed = hs_cpu_room_elapsed_ns(&gt->room);
+        uint64_t left = elapsed < LOOK_NS ? LOOK_NS - elapsed : 1000000u;
+        /* pthread_cond_timedwait's clock, by default. */
+        uint64_t end = hs_clock_ns(CLOCK_REALTIME) + left;
+        struct timespec deadline = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
+        pthread_cond_timedwait(&g.wake, &g.lock, &deadline);
     }
+    return !g.cancel;
 }
 
 static void *worker(void *arg)
@@ -139,13 +140,13 @@ static void *worker(void *arg)
     (void)arg;
     struct hs_frame_info frames[HS_SYMBOLIZE_MAX_FRAMES];
     uintptr_t batch[HS_PRESYM_BATCH];
-    int loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-    int ncpus = usable_cpus();
+    struct gate gt = {.room_seen = false};
+    hs_cpu_room_open(&gt.room); /* when it cannot read, the gate is always open */
     pthread_mutex_lock(&g.lock);
     for (;;) {
         while (g.first == NULL)
             pthread_cond_wait(&g.work, &g.lock);
-        wait_for_idle_cpu(loadavg_fd, ncpus);
+        wait_for_room(&gt); /* nothing to cancel: no batch yet */
         if (g.first == NULL)
             continue; /* freed meanwhile */
         struct hs_presym *ps = list_pop();
@@ -162,15 +163,25 @@ static void *worker(void *arg)
         g.busy = ps;
         pthread_mutex_unlock(&g.lock);
 
-        for (size_t i = 0; i < n; i++) {
+        /* The gate is looked at again between pcs: the program may have got busy meanwhile.
+         * The pcs of a cancelled batch are left to the dumps. */
+        size_t done = 0;
+        for (bool go_on = true; done < n && go_on; done++) {
             pthread_mutex_lock(&ps->sym_lock);
-            hs_symbolize(ps->sym, batch[i], 0, frames, HS_SYMBOLIZE_MAX_FRAMES);
+            hs_symbolize(ps->sym, batch[done], 0, frames, HS_SYMBOLIZE_MAX_FRAMES);
             pthread_mutex_unlock(&ps->sym_lock);
+            if (done + 1 < n && !gate_open(&gt)) {
+                pthread_mutex_lock(&g.lock);
+                ps->paused++;
+                go_on = wait_for_room(&gt);
+                pthread_mutex_unlock(&g.lock);
+            }
         }
 
         pthread_mutex_lock(&g.lock);
-        ps->symbolized += n;
+        ps->symbolized += done;
         g.busy = NULL;
+        g.cancel = false;
         pthread_cond_broadcast(&g.done);
     }
     return NULL;
@@ -219,6 +230,10 @@ void hs_presym_free(struct hs_presym *ps)
     if (ps->listed)
         list_remove(ps);
     ps->head = ps->len = 0;
+    if (g.busy == ps) {
+        g.cancel = true; /* the worker may be waiting for room in the middle of a batch */
+        pthread_cond_broadcast(&g.wake);
+    }
     while (g.busy == ps)
         pthread_cond_wait(&g.done, &g.lock);
     hs_assert(!ps->listed && g.busy != ps);
@@ -288,6 +303,7 @@ void hs_presym_get_stats(struct hs_presym *ps, struct hs_presym_stats *st)
     pthread_mutex_lock(&g.lock);
     st->queued = ps->queued;
     st->symbolized = ps->symbolized;
+    st->paused = ps->paused;
     pthread_mutex_unlock(&g.lock);
 }
 

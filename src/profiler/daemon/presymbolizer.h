@@ -15,13 +15,18 @@
  * written) takes the same lock with hs_presym_lock, so the symbolizer, which is not
  * thread-safe, is used by one thread at a time.
  *
- * Only on an idle CPU. The worker must not take CPU time from a program that keeps every CPU
- * busy (malloc_bench at 2 threads on 2 CPUs ran 1.43x glibc with it, 1.26x without): before
- * each batch it reads the number of runnable threads (/proc/loadavg), and while they are more
- * than the CPUs it may run on, it waits (HS_PRESYM_BUSY_WAIT_MS) and looks again; the dump
- * then does what is left, as before. It runs at the daemon's priority all the same: a lower
- * one (nice, SCHED_IDLE) would leave a dump waiting behind a starved worker holding the lock,
- * and could not be raised again without privileges.
+ * Only on a CPU nobody else wants. The worker must not take CPU time from a program that keeps
+ * every CPU busy (malloc_bench at 2 threads on 2 CPUs ran 1.43x glibc with an ungated worker,
+ * 1.26x without it). It starts or goes on with a batch only while the CPUs it may run on had
+ * room for it over the last HS_PRESYM_LOOK_MS: their idle time plus the worker's own CPU time
+ * over that stretch, at least HS_PRESYM_ROOM of one CPU (cpu_room.h). After a wait on an empty
+ * queue it measures a whole new stretch first, and it looks again between two pcs once a
+ * stretch is over; while there is no room it waits and looks again. The dump does what is
+ * left, as before. (Read at one instant, the runnable count of /proc/loadavg let a batch start
+ * while malloc_bench's workers were starting: in 2 of 6 runs at 2 threads its first pc,
+ * inflating libc's debug sections, took 60 ms of CPU beside them.) It runs at the daemon's
+ * priority all the same: a lower one (nice, SCHED_IDLE) would leave a dump waiting behind a
+ * starved worker holding the lock, and could not be raised again without privileges.
  *
  * Failures cost only the head start: when the worker cannot be started or the queue cannot
  * grow, the pcs are left to the dump, which symbolizes them as before.
@@ -34,7 +39,8 @@
 #include <stdint.h>
 
 #define HS_PRESYM_BATCH 64        /* pcs taken from one process before the next one's turn */
-#define HS_PRESYM_BUSY_WAIT_MS 20 /* between two looks at the CPUs while they are all busy */
+#define HS_PRESYM_LOOK_MS 100     /* the stretch over which the CPUs' room is measured */
+#define HS_PRESYM_ROOM 0.75       /* the room the worker needs, in CPUs */
 
 struct hs_symbolizer;
 struct hs_presym;
@@ -57,16 +63,12 @@ void hs_presym_unlock(struct hs_presym *ps);
 struct hs_presym_stats {
     uint64_t queued;     /* pcs queued */
     uint64_t symbolized; /* of which the worker symbolized */
+    uint64_t paused;     /* times the worker stopped in the middle of a batch to wait for room */
 };
 void hs_presym_get_stats(struct hs_presym *ps, struct hs_presym_stats *st);
 
-/* Whether a thread that reads loadavg (the text of /proc/loadavg: "0.50 0.40 0.30 R/T
- * LASTPID", R the runnable threads, the reader included) would find a CPU of its ncpus idle:
- * R <= ncpus. Text it cannot parse says idle (the gate is an optimisation, not a limit). */
-bool hs_presym_cpu_idle(const char *loadavg, int ncpus);
-
-/* Turns the idle-CPU gate off (false) or on (true, the default), for tests that need the
- * worker to run whatever the machine's load. */
+/* Turns the gate off (false) or on (true, the default), for tests that need the worker to run
+ * whatever the machine's load. */
 void hs_presym_set_idle_only(bool on);
 
 /* Waits until every queued pc was symbolized, at most timeout_ms. Returns true when done. */
