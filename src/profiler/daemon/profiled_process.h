@@ -71,8 +71,9 @@ void hs_process_on_socket(struct hs_profiled_process *p);
 /* What the buffer needs next, after a drain. */
 enum hs_drain_state {
     HS_DRAIN_IDLE, /* the reader sleeps (marked paused): wait for the socket */
-    HS_DRAIN_SOON, /* empty, but records came recently: look again in a few ms */
-    HS_DRAIN_MORE, /* more records, or one being written: look again at once */
+    HS_DRAIN_SOON, /* empty but records came recently, or the next one is being written:
+                      look again in a few ms */
+    HS_DRAIN_MORE, /* more records: look again at once */
 };
 
 /* Applies up to max records. While records keep coming the reader polls the buffer every few
