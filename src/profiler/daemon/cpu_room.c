@@ -71,7 +71,8 @@ bool hs_cpu_room_open(struct hs_cpu_room *r)
     long ticks = sysconf(_SC_CLK_TCK);
     long cpus = sysconf(_SC_NPROCESSORS_CONF);
     r->tick_ns = 1e9 / (double)(ticks > 0 ? ticks : 100);
-    r->text_cap = (size_t)(cpus > 0 && cpus < CPU_SETSIZE ? cpus + 1 : CPU_SETSIZE) * LINE_MAX_BYTES;
+    r->text_cap =
+        (size_t)(cpus > 0 && cpus < CPU_SETSIZE ? cpus + 1 : CPU_SETSIZE) * LINE_MAX_BYTES;
     r->text = malloc(r->text_cap);
     r->fd = r->text ? open("/proc/stat", O_RDONLY | O_CLOEXEC) : -1;
     uint64_t idle;

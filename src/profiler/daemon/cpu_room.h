@@ -20,15 +20,15 @@
 #include <stdint.h>
 
 struct hs_cpu_room {
-    int fd;          /* /proc/stat, or -1 */
-    cpu_set_t cpus;  /* the CPUs counted: the thread's affinity when opened */
-    char *text;      /* read buffer */
+    int fd;         /* /proc/stat, or -1 */
+    cpu_set_t cpus; /* the CPUs counted: the thread's affinity when opened */
+    char *text;     /* read buffer */
     size_t text_cap;
-    double tick_ns;  /* /proc/stat's unit (USER_HZ) in ns */
+    double tick_ns; /* /proc/stat's unit (USER_HZ) in ns */
     /* The start of the current stretch: */
-    uint64_t start_ns;      /* CLOCK_MONOTONIC, 0 when none */
-    uint64_t start_idle;    /* idle + iowait ticks of the counted CPUs */
-    uint64_t start_own_ns;  /* the thread's CPU time */
+    uint64_t start_ns;     /* CLOCK_MONOTONIC, 0 when none */
+    uint64_t start_idle;   /* idle + iowait ticks of the counted CPUs */
+    uint64_t start_own_ns; /* the thread's CPU time */
 };
 
 /* Opens the probe for the calling thread. Returns false (the probe then always says there is
