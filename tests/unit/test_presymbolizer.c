@@ -184,13 +184,12 @@ static void test_cpu_room_parse(void)
     check_context(NULL);
 }
 
-static volatile int g_sink;
-
+/* Keeps this thread on a CPU for ms milliseconds. */
 static void spin_ms(unsigned ms)
 {
     uint64_t end = hs_monotonic_ns() + ms * 1000000ull;
     while (hs_monotonic_ns() < end)
-        g_sink++;
+        continue;
 }
 
 static void test_cpu_room_probe(void)
@@ -222,7 +221,7 @@ static void *spinner(void *arg)
 {
     (void)arg;
     while (!__atomic_load_n(&g_stop_spinners, __ATOMIC_RELAXED))
-        g_sink++;
+        continue;
     return NULL;
 }
 
