@@ -596,6 +596,51 @@ class ProfilerTest(unittest.TestCase):
         with open(os.path.join(self.dir, "heapprofd.log")) as f:
             self.assertIn("stopped reading its buffer: corrupt", f.read())
 
+    def test_record_never_published_costs_no_cpu(self):
+        """A client that reserves a record and never publishes it (stalled, or hostile):
+        the daemon looks again every few ms, without spinning, until the buffer's stall
+        timeout (2 s) makes it give up on that buffer."""
+        d = Daemon(self.dir)
+        s = socket.socket(socket.AF_UNIX)
+        s.connect("\0" + d.address[1:])
+        fds = [os.open("/proc/self/maps", os.O_RDONLY), os.open("/proc/self/mem", os.O_RDONLY)]
+        hello = struct.pack("<IIiIQ", 0x52505348, 1, os.getpid(), 0, 0)
+        socket.send_fds(s, [hello], fds)
+        msg, got, _, _ = socket.recv_fds(s, 4096, 1)
+        self.assertEqual(struct.unpack_from("<I", msg, 8)[0], 1, msg)
+        self.assertIn("connected %d" % os.getpid(), d.next_event())
+        import mmap
+        shared = mmap.mmap(got[0], os.fstat(got[0]).st_size)
+        # One record of 64 bytes reserved at the start of the data area: its header is still
+        # 0 ("not ready"), and stays so.
+        self.assertEqual(shared[4096:4104], b"\0" * 8)
+        shared[8:16] = struct.pack("<Q", 64)  # write_pos
+        s.send(b"w")
+
+        def cpu_seconds():
+            with open("/proc/%d/stat" % d.proc.pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+        before = cpu_seconds()
+        time.sleep(1.5)
+        used = cpu_seconds() - before
+        # Spinning on the record took a whole CPU for the 1.5 s (about 1.5 s of CPU time);
+        # looking every 2 ms takes a few ms.
+        self.assertLess(used, 0.5)
+        deadline = time.time() + 30
+        log = os.path.join(self.dir, "heapprofd.log")
+        text = ""
+        while time.time() < deadline and "record never published" not in text:
+            time.sleep(0.1)
+            if os.path.exists(log):  # the log is created with its first line
+                with open(log) as f:
+                    text = f.read()
+        self.assertIn("stopped reading its buffer: record never published", text)
+        s.close()
+        shared.close()
+        d.stop()
+
     # ---- Running processes ----------------------------------------------------------------
 
     def start_dormant(self, seconds="60", workload=WORKLOAD):
