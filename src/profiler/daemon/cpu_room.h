@@ -5,8 +5,8 @@
  *
  * For work that should only use a CPU nobody else wants (the presymbolizer). Measured over a
  * stretch, not read at one instant: /proc/loadavg's runnable count, read once before a batch,
- * let a batch start while malloc_bench's two workers were still being created, and its first
- * pc (inflating libc's debug sections) then took 60 ms of CPU beside them.
+ * let a batch start while malloc_bench's two workers were starting, and its first pc
+ * (inflating libc's debug sections) then took 60 ms of CPU beside them.
  *
  * Not thread-safe: one probe per thread. A probe that cannot read /proc/stat says there is
  * room (the room is an optimisation, never a limit). Needs _GNU_SOURCE (cpu_set_t).
