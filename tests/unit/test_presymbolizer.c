@@ -9,7 +9,7 @@
  *    another queue is still served;
  *  - the gate's probe (cpu_room.c) reads /proc/stat's idle time of the CPUs it counts, and
  *    counts the thread's own CPU time as room;
- *  - with the gate on and every CPU kept busy, the worker stops in the middle of a batch, and
+ *  - with the gate on and every CPU kept busy, the worker waits with a batch in hand, and
  *    a queue freed meanwhile is let go at once (the gate is turned off for the other tests,
  *    which ctest runs beside others);
  *  - NULL and empty calls are no-ops.
@@ -195,19 +195,36 @@ static void spin_ms(unsigned ms)
 static void test_cpu_room_probe(void)
 {
     check_context("cpu room: probe");
+    /* On one CPU only, so that its idle time cannot stand in for this thread's own: the
+     * room must then come from the thread's CPU time (an idle machine would hide a probe
+     * that does not count it). */
+    cpu_set_t old, one;
+    CHECK(sched_getaffinity(0, sizeof(old), &old) == 0);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &old))
+        cpu++;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
     struct hs_cpu_room r;
     CHECK(hs_cpu_room_open(&r));
+    CHECK_EQ(CPU_COUNT(&r.cpus), 1);
     CHECK(hs_cpu_room_elapsed_ns(&r) == UINT64_MAX); /* no stretch yet */
     hs_cpu_room_restart(&r);
+    uint64_t t0 = hs_monotonic_ns(), own0 = hs_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     spin_ms(200);
+    uint64_t t1 = hs_monotonic_ns(), own1 = hs_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     CHECK(hs_cpu_room_elapsed_ns(&r) >= 200000000ull);
-    /* This thread ran most of the stretch (its time is room it took), and idle CPUs only add:
-     * at least half a CPU even beside the other tests ctest runs. */
     double room = hs_cpu_room_take(&r);
-    CHECK(room >= 0.5);
-    CHECK(room <= (double)CPU_COUNT(&r.cpus) + 1.0);
+    /* The share of the CPU this thread got (all of it on a quiet machine, less beside the
+     * other tests ctest runs) is room it took; the CPU's idle time can only add to it, and
+     * one CPU has no more than one CPU of room (plus a tick of /proc/stat's rounding). */
+    double own = (double)(own1 - own0) / (double)(t1 - t0);
+    CHECK(room >= own * 0.9 - 0.05);
+    CHECK(room <= 1.1);
     CHECK(hs_cpu_room_elapsed_ns(&r) < 200000000ull); /* take starts the next stretch */
     hs_cpu_room_close(&r);
+    CHECK(sched_setaffinity(0, sizeof(old), &old) == 0);
     /* A probe that cannot read says there is room. */
     struct hs_cpu_room blind = {.fd = -1};
     hs_cpu_room_restart(&blind);
@@ -249,7 +266,7 @@ static void test_no_room_pauses_and_free_lets_go(void)
     for (size_t i = 0; i < nspin; i++)
         CHECK(pthread_create(&th[i], NULL, spinner, NULL) == 0);
     hs_presym_set_idle_only(true);
-    /* pcs keep coming, so that the worker is in the middle of a batch when its gate closes. */
+    /* pcs keep coming, so that the worker has a batch in hand when its gate closes. */
     for (int i = 0; i < 3000 && st.paused == 0; i++) {
         spin_ms(10);
         hs_presym_get_stats(ps, &st);

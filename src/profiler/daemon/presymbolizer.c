@@ -146,9 +146,6 @@ static void *worker(void *arg)
     for (;;) {
         while (g.first == NULL)
             pthread_cond_wait(&g.work, &g.lock);
-        wait_for_room(&gt); /* nothing to cancel: no batch yet */
-        if (g.first == NULL)
-            continue; /* freed meanwhile */
         struct hs_presym *ps = list_pop();
         size_t n = ps->len - ps->head;
         hs_assert(n > 0);
@@ -163,20 +160,23 @@ static void *worker(void *arg)
         g.busy = ps;
         pthread_mutex_unlock(&g.lock);
 
-        /* The gate is looked at again between pcs: the program may have got busy meanwhile.
-         * The pcs of a cancelled batch are left to the dumps. */
+        /* The gate is looked at before every pc: the program may have got busy meanwhile.
+         * The pcs of a batch cancelled while it waits are left to the dumps. */
         size_t done = 0;
-        for (bool go_on = true; done < n && go_on; done++) {
-            pthread_mutex_lock(&ps->sym_lock);
-            hs_symbolize(ps->sym, batch[done], 0, frames, HS_SYMBOLIZE_MAX_FRAMES);
-            pthread_mutex_unlock(&ps->sym_lock);
-            if (done + 1 < n && !gate_open(&gt)) {
+        while (done < n) {
+            if (!gate_open(&gt)) {
                 pthread_mutex_lock(&g.lock);
                 if (!g.any_cpu)
                     ps->paused++; /* a wait follows (none when the gate is off) */
-                go_on = wait_for_room(&gt);
+                bool go_on = wait_for_room(&gt);
                 pthread_mutex_unlock(&g.lock);
+                if (!go_on)
+                    break;
             }
+            pthread_mutex_lock(&ps->sym_lock);
+            hs_symbolize(ps->sym, batch[done], 0, frames, HS_SYMBOLIZE_MAX_FRAMES);
+            pthread_mutex_unlock(&ps->sym_lock);
+            done++;
         }
 
         pthread_mutex_lock(&g.lock);
@@ -232,7 +232,7 @@ void hs_presym_free(struct hs_presym *ps)
         list_remove(ps);
     ps->head = ps->len = 0;
     if (g.busy == ps) {
-        g.cancel = true; /* the worker may be waiting for room in the middle of a batch */
+        g.cancel = true; /* the worker may be waiting for room with this batch in hand */
         pthread_cond_broadcast(&g.wake);
     }
     while (g.busy == ps)

@@ -19,9 +19,10 @@
  * every CPU busy (malloc_bench at 2 threads on 2 CPUs ran 1.43x glibc with an ungated worker,
  * 1.26x without it). It starts or goes on with a batch only while the CPUs it may run on had
  * room for it over the last HS_PRESYM_LOOK_MS: their idle time plus the worker's own CPU time
- * over that stretch, at least HS_PRESYM_ROOM of one CPU (cpu_room.h). After a wait on an empty
- * queue it measures a whole new stretch first, and it looks again between two pcs once a
- * stretch is over; while there is no room it waits and looks again. The dump does what is
+ * over that stretch, at least HS_PRESYM_ROOM of one CPU (cpu_room.h). It looks before every
+ * pc, measuring again once a stretch is over; after a wait on an empty queue it measures a
+ * whole new stretch first. While there is no room it waits, the batch in hand, and looks
+ * again; hs_presym_free ends such a wait. The dump does what is
  * left, as before. (Read at one instant, the runnable count of /proc/loadavg let a batch start
  * while malloc_bench's workers were starting: in 2 of 6 runs at 2 threads its first pc,
  * inflating libc's debug sections, took 60 ms of CPU beside them.) It runs at the daemon's
@@ -63,7 +64,7 @@ void hs_presym_unlock(struct hs_presym *ps);
 struct hs_presym_stats {
     uint64_t queued;     /* pcs queued */
     uint64_t symbolized; /* of which the worker symbolized */
-    uint64_t paused;     /* times the worker stopped in the middle of a batch to wait for room */
+    uint64_t paused;     /* times the worker, a batch of this queue in hand, waited for room */
 };
 void hs_presym_get_stats(struct hs_presym *ps, struct hs_presym_stats *st);
 
