@@ -667,8 +667,10 @@ static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMME
     struct hs_presym_stats ps;
     hs_presym_get_stats(p->presym, &ps);
     snprintf(c[n++], COMMENT_LEN,
-             "symbolizing: %llu pcs of call sites done during the run, %llu left to the dumps",
-             (unsigned long long)ps.symbolized, (unsigned long long)(ps.queued - ps.symbolized));
+             "symbolizing: %llu pcs of call sites done during the run, %llu left to the dumps "
+             "(waited %llu times for a CPU the program left idle)",
+             (unsigned long long)ps.symbolized, (unsigned long long)(ps.queued - ps.symbolized),
+             (unsigned long long)ps.paused);
     snprintf(c[n++], COMMENT_LEN,
              "daemon memory: %zu KiB of bookkeeping for this process, %llu KiB resident in "
              "all (shared buffers and symbol tables included)",
