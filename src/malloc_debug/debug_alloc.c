@@ -36,6 +36,7 @@
 #include "libc_malloc.h"
 #include "log.h"
 #include "pointer_table.h"
+#include "pointer_table_fast.h"
 #include "proc_maps.h"
 #include "report.h"
 #include "requests.h"
@@ -436,9 +437,10 @@ HS_INLINE void release(void *ptr, struct hs_md_ptr_info *info, struct hs_md_gblo
  * apply: no header, no guarded memory, no fill, no free queue. lean_malloc also serves
  * hs_md.lean_malloc (free_track, fill_on_free: options of the free path only). */
 
-/* traced: with the allocation backtrace (a constant: each caller gets its own copy, the
- * untraced one without the capture's frame array). */
-HS_INLINE void *lean_malloc(size_t size, bool traced)
+/* traced: with the allocation backtrace; zero: calloc's (constants: each caller gets its own
+ * copy, the untraced ones without the capture's frame array, and with the table's add
+ * inline). */
+HS_INLINE void *lean_alloc(size_t size, bool traced, bool zero)
 {
     hs_md_serve_requests();
     hs_md_heap_dump_if_requested();
@@ -447,13 +449,14 @@ HS_INLINE void *lean_malloc(size_t size, bool traced)
     size_t total;
     if (__builtin_add_overflow(size, hs_md.extra_bytes + HS_MD_TRACK_RECORD, &total))
         return fail_enomem();
-    char *orig = __libc_malloc(total);
+    char *orig = zero ? __libc_calloc(1, total) : __libc_malloc(total);
     if (!orig)
         return NULL;
     char *p = orig + HS_MD_TRACK_RECORD; /* the record in front (hs_md.track_lead) */
     struct hs_md_ptr_info untraced = {.size = size,
                                       .lead_shift = lead_shift_of(HS_MD_TRACK_RECORD)};
-    bool added = traced ? track(p, size, NULL, HS_MD_TRACK_RECORD) : hs_md_ptr_add(p, &untraced);
+    bool added =
+        traced ? track(p, size, NULL, HS_MD_TRACK_RECORD) : hs_md_ptr_add_inline(p, &untraced);
     if (__builtin_expect(!added, 0)) {
         __libc_free(orig); /* the table could not record it: the allocation fails (top of file) */
         if (!traced)
@@ -465,12 +468,35 @@ HS_INLINE void *lean_malloc(size_t size, bool traced)
 
 void *hs_md_lean_malloc_untraced(size_t size)
 {
-    return lean_malloc(size, false);
+    return lean_alloc(size, false, false);
 }
 
 void *hs_md_lean_malloc_traced(size_t size)
 {
-    return lean_malloc(size, true);
+    return lean_alloc(size, true, false);
+}
+
+void *hs_md_lean_calloc(size_t nmemb, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(nmemb, size, &total))
+        return fail_enomem();
+    return (hs_md.cfg.options & HS_OPT_BACKTRACE) ? lean_alloc(total, true, true)
+                                                  : lean_alloc(total, false, true);
+}
+
+/* lean_free's rare cases, out of line: a pointer the table does not know, a damaged record. */
+static __attribute__((noinline)) void
+lean_free_rejected(void *ptr, const struct hs_md_ptr_info *info, bool live)
+{
+    if (!live) {
+        /* As verify_tracked: after a block went out untracked it is left alone. */
+        if (!__atomic_load_n(&g_untracked, __ATOMIC_RELAXED))
+            report_not_live(ptr, "free", false);
+        return; /* after a bad pointer free does nothing */
+    }
+    hs_assert(info->damaged);
+    hs_md_report_invalid_tag(ptr, info->tag, "free"); /* as verify_tracked */
 }
 
 void hs_md_lean_free(void *ptr)
@@ -480,14 +506,9 @@ void hs_md_lean_free(void *ptr)
     if (!ptr)
         return;
     struct hs_md_ptr_info info;
-    if (__builtin_expect(!hs_md_ptr_remove(ptr, &info), 0)) {
-        /* As verify_tracked: after a block went out untracked it is left alone. */
-        if (!__atomic_load_n(&g_untracked, __ATOMIC_RELAXED))
-            report_not_live(ptr, "free", false);
-        return; /* after a bad pointer free does nothing */
-    }
-    if (__builtin_expect(info.damaged, 0)) { /* as verify_tracked */
-        hs_md_report_invalid_tag(ptr, info.tag, "free");
+    bool live = hs_md_ptr_remove_inline(ptr, &info);
+    if (__builtin_expect(!live || info.damaged, 0)) {
+        lean_free_rejected(ptr, &info, live);
         return;
     }
     if (info.bt)

@@ -21,12 +21,14 @@ void *hs_md_debug_aligned_alloc(size_t alignment, size_t size);
 void *hs_md_debug_pvalloc(size_t size);
 size_t hs_md_debug_malloc_usable_size(void *ptr);
 
-/* malloc and free when hs_md.lean (debug_state.h): the same results, fewer checks (malloc
- * also when hs_md.lean_malloc: free_track and fill_on_free act on free only). malloc has
- * two: with allocation backtraces, and without (no capture, so no frame array and a shorter
- * prologue). */
+/* malloc, calloc and free when hs_md.lean (debug_state.h): the same results, fewer checks
+ * (malloc and calloc also when hs_md.lean_malloc: free_track and fill_on_free act on free
+ * only). The exported functions call them straight, outside the shim's own code
+ * (entry_points.c). malloc has two: with allocation backtraces, and without (no capture, so
+ * no frame array and a shorter prologue). */
 void *hs_md_lean_malloc_traced(size_t size);
 void *hs_md_lean_malloc_untraced(size_t size);
+void *hs_md_lean_calloc(size_t nmemb, size_t size);
 void hs_md_lean_free(void *ptr);
 
 static inline void *hs_md_lean_malloc(size_t size)

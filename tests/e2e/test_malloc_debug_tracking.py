@@ -178,6 +178,25 @@ class Tracking(Case):
             "+++ md_track leaked block of size 20 at %s (leak 2 of 2)" % r.values["small"],
         ])
 
+    def test_calloc_on_the_short_paths(self):
+        # calloc goes straight to the short path of these options (hs_md_lean_calloc).
+        for options in ("leak_track", "backtrace leak_track", "leak_track free_track"):
+            with self.subTest(options=options):
+                r = run([TRACK, "calloc_leaks"], options)
+                self.assertEqual(r.returncode, 0)
+                self.assertEqual(r.values["calloc_zero"], "1")
+                self.assertEqual(r.values["overflow_null"], "1")
+                self.assertEqual(r.log[0], "+++ md_track leaked block of size 77 at %s "
+                                 "(leak 1 of 1)" % r.values["zeroed"])
+                if "backtrace" in options:
+                    self.assertEqual(r.log[1], "Backtrace at time of allocation:")
+                    i = self.assert_frames(r.log, 2, "make_zeroed", "calloc_leaks")
+                    self.assertEqual(i, len(r.log))
+                else:
+                    self.assertEqual(len(r.log), 1, r.log)
+        r = run([TRACK, "calloc_leaks"], "verify_pointers")
+        self.assertEqual((r.returncode, r.log, r.values["calloc_zero"]), (0, [], "1"))
+
     def test_backtrace_size_filters(self):
         r = run([TRACK, "leaks"], "backtrace leak_track backtrace_min_size=100")
         self.assertEqual(log_without_frames(r.log), [

@@ -83,6 +83,29 @@ static int leaks(void)
     return 0;
 }
 
+/* calloc on the short paths (leak_track, verify_pointers, backtrace): zeroed, tracked with
+ * the size asked for (nmemb * size), freed like any block; an overflowing product fails. */
+static __attribute__((noinline)) void *make_zeroed(size_t nmemb, size_t size)
+{
+    return calloc(nmemb, size);
+}
+
+static int calloc_leaks(void)
+{
+    char *dirty = make(77); /* freed dirty: the calloc below gets its memory back */
+    memset(dirty, 0xaa, 77);
+    drop(dirty);
+    unsigned char *z = make_zeroed(7, 11);
+    int zero = z != NULL;
+    for (size_t i = 0; zero && i < 77; i++)
+        zero = z[i] == 0;
+    printf("calloc_zero=%d\n", zero);
+    announce("zeroed", z);
+    drop(make_zeroed(3, 100)); /* not a leak */
+    printf("overflow_null=%d\n", make_zeroed(SIZE_MAX / 2, 3) == NULL);
+    return 0;
+}
+
 /* Leaks from two call paths: 300 blocks of 32 bytes from make_small, 100 of 40 to 49 bytes
  * from make_mixed, and one of 1000 bytes from make. */
 static __attribute__((noinline)) void *make_small(void)
@@ -261,6 +284,8 @@ int main(int argc, char **argv)
         return realloc_after_free();
     if (!strcmp(s, "leaks"))
         return leaks();
+    if (!strcmp(s, "calloc_leaks"))
+        return calloc_leaks();
     if (!strcmp(s, "many_leaks"))
         return many_leaks();
     if (!strcmp(s, "stray"))
