@@ -69,8 +69,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             struct hs_record_malloc *m = (struct hs_record_malloc *)record;
             if (m->seq & 1)
                 real_regs(&m->regs);
-            n = hs_unwind(g_unwinder, &m->regs, v.stack, m->stack_len, pcs, 256, &res);
-            if (n > 256 || res.stop > HS_UNWIND_BAD_FRAME)
+            n = hs_unwind_gapped(g_unwinder, &m->regs, v.stack, m->stack_len, m->gaps, m->ngaps,
+                                 pcs, 256, &res);
+            if (n > 256 || res.stop > HS_UNWIND_BAD_FRAME ||
+                (res.read_in_gap && res.stop != HS_UNWIND_TRUNCATED) ||
+                !hs_stack_gaps_valid(res.unread, res.nunread,
+                                     m->stack_len + hs_stack_gaps_bytes(m->gaps, m->ngaps)))
                 __builtin_trap();
             hs_tracker_malloc(t, m->heap, m->seq, m->addr, m->size, m->sampled, pcs, n, m->ts_ns);
             break;

@@ -14,7 +14,11 @@ int hs_record_decode(const void *data, size_t len, struct hs_record_view *out)
     switch (words[0]) {
     case HS_RECORD_MALLOC: {
         const struct hs_record_malloc *m = data;
-        if (len < sizeof(*m) || len - sizeof(*m) != m->stack_len)
+        if (len < sizeof(*m) || len - sizeof(*m) != m->stack_len ||
+            !hs_stack_gaps_valid(m->gaps, m->ngaps,
+                                 m->stack_len + (m->ngaps <= HS_STACK_GAPS
+                                                     ? hs_stack_gaps_bytes(m->gaps, m->ngaps)
+                                                     : 0)))
             return -1;
         out->type = HS_RECORD_MALLOC;
         out->malloc = m;

@@ -4,8 +4,10 @@
  * Every ring-buffer record's payload starts with a type and a heap number. Three types:
  *   MALLOC  a sampled allocation: sequence number, address, true size, sampled size (the
  *           bytes it stands for: interval * samples, or the exact size), the interval in
- *           force, the client's timestamp and thread id, the registers at the capture point,
- *           then stack_len bytes of the thread's stack copied from regs.rsp upwards;
+ *           force, the client's timestamp and thread id, the gaps its copy of the stack
+ *           left out (stack_gap.h), the registers at the capture point, then stack_len
+ *           bytes of the thread's stack copied from regs.rsp upwards (the span from
+ *           regs.rsp up, stack_len bytes plus the gaps', without the gaps);
  *   FREE    a free of a block that may have been sampled: sequence number and address;
  *   HEAP    a custom heap declared by the program (its number, name and interval), written
  *           before any sample of that heap.
@@ -16,6 +18,7 @@
 #ifndef HEAPSCOPE_PROFILER_RECORDS_H
 #define HEAPSCOPE_PROFILER_RECORDS_H
 
+#include "stack_gap.h"
 #include "unwind_regs.h"
 
 #include <stddef.h>
@@ -40,6 +43,9 @@ struct hs_record_malloc {
     uint64_t ts_ns;
     uint32_t tid;
     uint32_t stack_len;
+    uint32_t ngaps; /* gaps used, at most HS_STACK_GAPS */
+    uint32_t pad;
+    struct hs_stack_gap gaps[HS_STACK_GAPS];
     struct hs_unwind_regs regs;
     /* stack_len bytes of stack follow */
 };
@@ -69,7 +75,8 @@ struct hs_record_view {
 
 /* Checks the record of len bytes at data (a private copy, 8-byte aligned) and fills *out.
  * Returns 0, or -1 when it is not a well-formed record: unknown type, wrong length, a heap
- * number out of range, a stack length that does not match, a heap name without its NUL. */
+ * number out of range, a stack length that does not match, gaps out of order or outside the
+ * span (hs_stack_gaps_valid), a heap name without its NUL. */
 int hs_record_decode(const void *data, size_t len, struct hs_record_view *out);
 
 #endif

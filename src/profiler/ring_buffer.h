@@ -91,7 +91,7 @@ enum hs_rb_status {
 };
 
 /* Bytes of the metadata page left to the reader's notes (struct hs_rb_meta). */
-#define HS_RB_READER_NOTES_SIZE 2048u
+#define HS_RB_READER_NOTES_SIZE 3840u
 
 /* The metadata page. Only the ring buffer code touches it; the layout is the protocol
  * between client and daemon. Each group sits on its own cache line. */

@@ -233,6 +233,44 @@ class ProfilerTest(unittest.TestCase):
         self.assertEqual(m.group(2), "0", log)
         self.assertLessEqual(copied, int(m.group(1)) + 300, log)
 
+    def test_big_frames_left_out_of_the_copies(self):
+        # Two frames with 6000 and 3000 bytes of locals under the allocations: after the
+        # first sample, the daemon notes them as parts its unwind did not read and the client
+        # leaves them out (stack_gap.h). Then 200 small frames over the same addresses: the
+        # first sample of that phase needs words where the gaps were, ends truncated, and the
+        # thread's later copies have no gaps. Each phase waits 500 ms after its first sample,
+        # so that the daemon has read it before the others are taken.
+        self.profile("-i", "1", "--", WORKLOAD, "big_frames")
+        with open(os.path.join(self.dir, "heapprofd.log")) as f:
+            log = f.read()
+        m = re.search(r"unwinding: (\d+) stacks: (\d+) complete, \d+ at the frame limit, (\d+) "
+                      r"truncated copies", log)
+        self.assertIsNotNone(m, log)
+        self.assertEqual(int(m.group(1)) - int(m.group(2)), 1, log)
+        self.assertEqual(m.group(3), "1", log)
+        m = re.search(r"stack gaps: (\d+) bytes per sample left out of the copies, parts of big "
+                      r"frames the unwinder did not read \(mean\); (\d+) copies lacked a word of "
+                      r"one", log)
+        self.assertIsNotNone(m, log)
+        self.assertEqual(m.group(2), "1", log)
+        # 500 of about 1,000 samples leave out about 9,000 bytes.
+        self.assertGreater(int(m.group(1)), 3500, log)
+        out = subprocess.run([CLI, "report", "-q", "--value", "alloc_objects", "-f", "folded",
+                              self.final()], capture_output=True, text=True, check=True).stdout
+        whole = {"site_under_big": 0, "site_over_gap": 0}
+        cut = dict(whole)
+        for line in out.splitlines():
+            stack, _, number = line.rpartition(" ")
+            leaf = stack.split(";")[-1].split(" (")[0]
+            if leaf in whole:
+                frames = [f.split(" (")[0] for f in stack.split(";")]
+                whole_stack = "main" in frames and "big_frames" in frames
+                (whole if whole_stack else cut)[leaf] += int(number)
+                if leaf == "site_under_big":
+                    self.assertIn("big_inner", frames, line[:300])
+        self.assertEqual(whole, {"site_under_big": 501, "site_over_gap": 500}, out[:2000])
+        self.assertEqual(cut, {"site_under_big": 0, "site_over_gap": 1}, out[:2000])
+
     def test_call_sites_symbolized_while_the_program_runs(self):
         # The daemon symbolizes each new call site's pc in the background as it comes, so that
         # the final profile does not wait for debug info to be opened after the program

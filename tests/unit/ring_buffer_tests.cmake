@@ -23,3 +23,9 @@ add_executable(test_stack_hints ${CMAKE_CURRENT_LIST_DIR}/test_stack_hints.c)
 target_include_directories(test_stack_hints PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 target_link_libraries(test_stack_hints PRIVATE hs_profiler_wire Threads::Threads)
 add_test(NAME unit.stack_hints COMMAND test_stack_hints)
+
+# The daemon's check of the client's records (src/profiler/records.c).
+add_executable(test_records ${CMAKE_CURRENT_LIST_DIR}/test_records.c)
+target_include_directories(test_records PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(test_records PRIVATE hs_profiler_wire)
+add_test(NAME unit.records COMMAND test_records)

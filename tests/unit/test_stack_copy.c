@@ -122,8 +122,42 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
+/* The gaps the client takes from the daemon's note: only those whole inside the copy's span,
+ * above its first word; and the copy without them. */
+static void test_gaps(void)
+{
+    check_context("gaps");
+    static unsigned char stack[4096];
+    for (size_t i = 0; i < sizeof stack; i++)
+        stack[i] = (unsigned char)(i * 7);
+    uintptr_t sp = (uintptr_t)stack;
+    const struct hs_stack_range noted[3] = {
+        {sp + 512, sp + 1024}, {sp + 2048, sp + 2560}, {sp + 3072, sp + 3584}};
+    struct hs_stack_gap g[HS_STACK_GAPS];
+    CHECK_EQ(hs_stack_copy_gaps(sp, 4096, noted, 3, g), 3);
+    CHECK(g[0].off == 512 && g[0].len == 512 && g[2].off == 3072 && g[2].len == 512);
+    /* A span that ends inside the last one: that one is left out. */
+    CHECK_EQ(hs_stack_copy_gaps(sp, 3300, noted, 3, g), 2);
+    /* A stack pointer above the first (a deeper sample of the thread sees it below sp). */
+    CHECK_EQ(hs_stack_copy_gaps(sp + 600, 4096 - 600, noted, 3, g), 2);
+    CHECK(g[0].off == 2048 - 600 && g[1].off == 3072 - 600);
+    /* Noted parts out of order (a torn note is checked before, this is the last line). */
+    const struct hs_stack_range unordered[2] = {noted[1], noted[0]};
+    CHECK_EQ(hs_stack_copy_gaps(sp, 4096, unordered, 2, g), 0);
+    /* The copy without the gaps: the span's bytes in order, the gaps' left out. */
+    static unsigned char out[4096];
+    unsigned n = hs_stack_copy_gaps(sp, 4096, noted, 3, g);
+    hs_stack_copy_without_gaps(out, sp, 4096, g, n);
+    CHECK(memcmp(out, stack, 512) == 0);
+    CHECK(memcmp(out + 512, stack + 1024, 1024) == 0);
+    CHECK(memcmp(out + 1536, stack + 2560, 512) == 0);
+    CHECK(memcmp(out + 2048, stack + 3584, 512) == 0);
+    check_context(NULL);
+}
+
 int main(void)
 {
+    test_gaps();
     struct sample s;
     memset(&s, 0, sizeof(s));
     s.stack = malloc(COPY_CAP);

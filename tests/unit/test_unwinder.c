@@ -463,6 +463,90 @@ static void test_truncated(void)
     check_context(NULL);
 }
 
+/* The copy of c without the n gaps, into out (as the client's hs_stack_copy_without_gaps);
+ * returns its length. */
+static size_t copy_without(const struct cap *c, const struct hs_stack_gap *g, unsigned n,
+                           uint8_t *out)
+{
+    size_t at = 0, len = 0;
+    for (unsigned i = 0; i < n; i++) {
+        memcpy(out + len, c->stack + at, g[i].off - at);
+        len += g[i].off - at;
+        at = (size_t)g[i].off + g[i].len;
+    }
+    memcpy(out + len, c->stack + at, c->len - at);
+    return len + c->len - at;
+}
+
+static uint8_t g_gapped[STACK_MAX];
+
+/* A complete unwind names the longest parts of the copy it did not read (the 600-byte
+ * buffers of the fixture's large frames); a copy without them gives the same frames, reads
+ * the same and names the same parts; a gap one word longer, over a word the unwind reads,
+ * ends it truncated (read_in_gap) with a prefix of the frames; gaps that do not fit the span
+ * are refused before any read. */
+static void test_gaps(void)
+{
+    for (int mi = 0; mi < 2; mi++) {
+        check_context(mode_names[mi]);
+        struct hs_unwinder *u = self_unwinder(modes[mi]);
+        if (!CHECK(u != NULL))
+            return;
+        struct cap *c = &g_cap;
+        run_chain_in_thread(hs_uwfix_run, c, 12, 6, 9);
+        uintptr_t full[MAX_FRAMES], pcs[MAX_FRAMES];
+        struct hs_unwind_result res, res2;
+        size_t nfull = hs_unwind(u, &c->regs, c->stack, c->len, full, MAX_FRAMES, &res);
+        check_same(c, full, nfull, &res);
+        CHECK_EQ(res.nunread, HS_STACK_GAPS);
+        CHECK(hs_stack_gaps_valid(res.unread, res.nunread, c->len));
+        /* The capture's own frame (its locals, below the first word read), then the
+         * fixture's 600-byte buffers. */
+        unsigned buffers = 0;
+        for (unsigned i = 0; i < res.nunread; i++) {
+            CHECK(res.unread[i].len >= HS_STACK_GAP_MIN);
+            buffers += res.unread[i].len < 700;
+        }
+        CHECK(buffers >= 2);
+        CHECK(!res.read_in_gap);
+        size_t len = copy_without(c, res.unread, res.nunread, g_gapped);
+        CHECK_EQ(len + hs_stack_gaps_bytes(res.unread, res.nunread), c->len);
+        size_t n = hs_unwind_gapped(u, &c->regs, g_gapped, len, res.unread, res.nunread, pcs,
+                                    MAX_FRAMES, &res2);
+        CHECK_EQ(res2.stop, HS_UNWIND_END);
+        CHECK(n == nfull && memcmp(pcs, full, n * sizeof *pcs) == 0);
+        CHECK_EQ(res2.copy_used, res.copy_used);
+        CHECK(!res2.read_in_gap);
+        CHECK(res2.nunread == res.nunread &&
+              memcmp(res2.unread, res.unread, res.nunread * sizeof res.unread[0]) == 0);
+        /* The middle gap a word longer: the word after it is one the unwind reads. */
+        struct hs_stack_gap wider[HS_STACK_GAPS];
+        memcpy(wider, res.unread, sizeof wider);
+        wider[1].len += 8;
+        if (CHECK(hs_stack_gaps_valid(wider, res.nunread, c->len))) {
+            len = copy_without(c, wider, res.nunread, g_gapped);
+            n = hs_unwind_gapped(u, &c->regs, g_gapped, len, wider, res.nunread, pcs, MAX_FRAMES,
+                                 &res2);
+            CHECK_EQ(res2.stop, HS_UNWIND_TRUNCATED);
+            CHECK(res2.read_in_gap);
+            CHECK_EQ(res2.nunread, 0);
+            CHECK(n > 1 && n < nfull && memcmp(pcs, full, n * sizeof *pcs) == 0);
+        }
+        /* Gaps that do not fit a span of 64 bytes and theirs: at the very start, up to the
+         * span's end, misaligned, unordered. */
+        struct hs_stack_gap bad[4][2] = {{{0, 64}}, {{64, 64}}, {{12, 64}}, {{800, 64}, {64, 64}}};
+        unsigned nbad[4] = {1, 1, 1, 2};
+        for (int b = 0; b < 4; b++) {
+            n = hs_unwind_gapped(u, &c->regs, c->stack, 64, bad[b], nbad[b], pcs, MAX_FRAMES,
+                                 &res2);
+            CHECK_EQ(n, 0);
+            CHECK_EQ(res2.stop, HS_UNWIND_BAD_FRAME);
+        }
+        hs_unwinder_free(u);
+    }
+    check_context(NULL);
+}
+
 struct exec_ranges {
     uintptr_t lo[512], hi[512];
     size_t n;
@@ -857,6 +941,7 @@ int main(void)
     test_no_cfi_frame();
     test_skip_and_max();
     test_truncated();
+    test_gaps();
     test_unknown_pc();
     test_garbage();
     test_mutated();

@@ -45,16 +45,23 @@ static __attribute__((noinline)) bool write_malloc_record(uint32_t heap, uint64_
     uintptr_t sp;
     __asm__ volatile("movq %%rsp, %0" : "=r"(sp));
     uint32_t tid = hs_client_tid();
-    /* Up to where the daemon's last complete unwind of this thread stopped reading. */
-    uintptr_t end =
-        hs_stack_copy_end(sp, hs_stack_hint_lookup(hs_stack_hints_of(hs_client.rb.meta), tid));
-    size_t stack_len = end > sp ? (size_t)(end - sp) : 0;
+    /* Up to where the daemon's last complete unwind of this thread stopped reading, without
+     * the parts of big frames it did not read (stack_gap.h). */
+    struct hs_stack_range noted[HS_STACK_GAPS];
+    unsigned nnoted;
+    uintptr_t hint =
+        hs_stack_hint_lookup_gaps(hs_stack_hints_of(hs_client.rb.meta), tid, noted, &nnoted);
+    uintptr_t end = hs_stack_copy_end(sp, hint);
+    size_t span = end > sp ? (size_t)(end - sp) : 0;
     /* One record takes at most a quarter of the buffer, so that writers never starve. */
     size_t cap = hs_client.rb.size / 4 - sizeof(struct hs_record_malloc);
     if (cap > hs_client.max_stack)
         cap = hs_client.max_stack;
-    if (stack_len > cap)
-        stack_len = cap;
+    if (span > cap)
+        span = cap;
+    struct hs_stack_gap gaps[HS_STACK_GAPS];
+    unsigned ngaps = end == hint ? hs_stack_copy_gaps(sp, span, noted, nnoted, gaps) : 0;
+    size_t stack_len = span - (size_t)hs_stack_gaps_bytes(gaps, ngaps);
     struct hs_rb_reservation res;
     if (!hs_client_reserve(sizeof(struct hs_record_malloc) + stack_len, false, &res))
         return false;
@@ -70,12 +77,18 @@ static __attribute__((noinline)) bool write_malloc_record(uint32_t heap, uint64_
     rec->ts_ns = hs_client_now_ns();
     rec->tid = tid;
     rec->stack_len = (uint32_t)stack_len;
+    rec->pad = 0;
     uintptr_t from = (uintptr_t)rec->regs.rsp;
     if (from == sp) {
-        memcpy(rec + 1, (const void *)from, stack_len);
+        rec->ngaps = ngaps;
+        memcpy(rec->gaps, gaps, sizeof(gaps));
+        hs_stack_copy_without_gaps(rec + 1, sp, span, gaps, ngaps);
     } else {
         /* Not with this compiler (no alloca here): the copy must start at the captured rsp.
-         * Never past the end of the stack; what is not copied reads as zero. */
+         * Never past the end of the stack; what is not copied reads as zero. No gaps: they
+         * were placed from sp. */
+        rec->ngaps = 0;
+        memset(rec->gaps, 0, sizeof(rec->gaps));
         size_t n = from < sp ? stack_len : (from < end ? (size_t)(end - from) : 0);
         if (n > stack_len)
             n = stack_len;

@@ -67,3 +67,31 @@ size_t hs_stack_copy(uintptr_t sp, void *dst, size_t cap)
     memcpy(dst, (const void *)sp, n);
     return n;
 }
+
+unsigned hs_stack_copy_gaps(uintptr_t sp, size_t span, const struct hs_stack_range *noted,
+                            unsigned n, struct hs_stack_gap out[HS_STACK_GAPS])
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < n && k < HS_STACK_GAPS; i++) {
+        const struct hs_stack_range *r = &noted[i];
+        if (r->lo <= sp || r->hi <= r->lo || r->hi - sp >= span || r->hi - sp > UINT32_MAX)
+            continue;
+        out[k].off = (uint32_t)(r->lo - sp);
+        out[k].len = (uint32_t)(r->hi - r->lo);
+        k++;
+    }
+    return hs_stack_gaps_valid(out, k, span) ? k : 0;
+}
+
+void hs_stack_copy_without_gaps(void *dst, uintptr_t sp, size_t span,
+                                const struct hs_stack_gap *gaps, unsigned n)
+{
+    char *to = dst;
+    size_t at = 0;
+    for (unsigned i = 0; i < n; i++) {
+        memcpy(to, (const char *)sp + at, gaps[i].off - at);
+        to += gaps[i].off - at;
+        at = (size_t)gaps[i].off + gaps[i].len;
+    }
+    memcpy(to, (const char *)sp + at, span - at);
+}

@@ -17,6 +17,9 @@
 #ifndef HEAPSCOPE_PROFILER_STACK_COPY_H
 #define HEAPSCOPE_PROFILER_STACK_COPY_H
 
+#include "stack_gap.h"
+#include "stack_hints.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,6 +42,17 @@ uintptr_t hs_stack_frames_end(uintptr_t sp);
  * thread's own stack and hint lies above sp and below that bound. No system call once the
  * thread's stack is known. */
 uintptr_t hs_stack_copy_end(uintptr_t sp, uintptr_t hint);
+
+/* The gaps (stack_gap.h) of a copy of span bytes from sp: those of the n noted parts (the
+ * daemon's, stack_hints.h, lowest first) that lie whole inside the span, above its first
+ * word, 8-byte aligned, in order and apart; into out, their number returned. */
+unsigned hs_stack_copy_gaps(uintptr_t sp, size_t span, const struct hs_stack_range *noted,
+                            unsigned n, struct hs_stack_gap out[HS_STACK_GAPS]);
+
+/* Copies the span bytes from sp to dst without the n gaps (valid for the span): span minus
+ * the gaps' bytes land in dst. */
+void hs_stack_copy_without_gaps(void *dst, uintptr_t sp, size_t span,
+                                const struct hs_stack_gap *gaps, unsigned n);
 
 /* Copies the stack from sp up to where its frames end, at most cap bytes, to dst. Returns the
  * bytes copied (0 when the stack could not be found). Async-signal-safe. */

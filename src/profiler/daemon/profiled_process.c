@@ -50,6 +50,8 @@ struct stats {
     uint64_t stack_bytes;               /* stack copied by the client, all samples */
     uint64_t stack_used;                /* of which the unwinder read (hs_unwind_result) */
     uint64_t hints_refused;             /* copies cut short by a stack hint (stack_hints.h) */
+    uint64_t stack_left_out;            /* stack in the gaps the copies left out, all samples */
+    uint64_t gaps_refused;              /* copies that lacked a word of a gap they left out */
     uint64_t max_requested_interval;    /* the largest interval asked for (--max-rate) */
     uint64_t dumps;
 };
@@ -399,17 +401,29 @@ static bool maps_worth_rereading(struct hs_profiled_process *p, uintptr_t pc, ui
 }
 
 /* Tells the client how much of this thread's stack its next samples need (stack_hints.h):
- * up to where this complete unwind stopped reading; or, when a copy that stopped at the note
- * was too short, the whole stack from now on. */
+ * up to where this complete unwind stopped reading, without the longest parts below that it did
+ * not read; or, when a copy that stopped at the note was too short, the whole stack from now
+ * on; or, when a copy lacked a word of a part it left out, no parts left out from now on. */
 static void note_stack_end(struct hs_profiled_process *p, const struct hs_record_malloc *m,
                            const struct hs_unwind_result *res)
 {
     struct hs_stack_hints *h = hs_stack_hints_of(p->rb.meta);
-    if (res->stop == HS_UNWIND_END && res->copy_used > 0)
-        hs_stack_hint_learn(h, m->tid, m->regs.rsp + res->copy_used);
-    else if (res->stop == HS_UNWIND_TRUNCATED &&
-             hs_stack_hint_refuse(h, m->tid, m->regs.rsp + m->stack_len))
+    if (res->stop == HS_UNWIND_END && res->copy_used > 0) {
+        struct hs_stack_range gaps[HS_STACK_GAPS];
+        for (unsigned i = 0; i < res->nunread; i++) {
+            gaps[i].lo = m->regs.rsp + res->unread[i].off;
+            gaps[i].hi = gaps[i].lo + res->unread[i].len;
+        }
+        hs_stack_hint_learn_gaps(h, m->tid, m->regs.rsp + res->copy_used, gaps, res->nunread);
+    } else if (res->read_in_gap) {
+        if (hs_stack_hint_refuse_gaps(h, m->tid))
+            p->st.gaps_refused++;
+    } else if (res->stop == HS_UNWIND_TRUNCATED &&
+               hs_stack_hint_refuse(h, m->tid,
+                                    m->regs.rsp + m->stack_len +
+                                        hs_stack_gaps_bytes(m->gaps, m->ngaps))) {
         p->st.hints_refused++;
+    }
 }
 
 static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_malloc *m,
@@ -418,10 +432,12 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
     uintptr_t pcs[MAX_PCS];
     struct hs_unwind_result res;
     uint64_t t0 = hs_monotonic_ns();
-    size_t n = hs_unwind(p->unwinder, &m->regs, stack, m->stack_len, pcs, MAX_PCS, &res);
+    size_t n = hs_unwind_gapped(p->unwinder, &m->regs, stack, m->stack_len, m->gaps, m->ngaps, pcs,
+                                MAX_PCS, &res);
     if (res.stop == HS_UNWIND_UNKNOWN_MAP && maps_worth_rereading(p, res.stop_pc, t0) &&
         read_maps(p) == 0) {
-        n = hs_unwind(p->unwinder, &m->regs, stack, m->stack_len, pcs, MAX_PCS, &res);
+        n = hs_unwind_gapped(p->unwinder, &m->regs, stack, m->stack_len, m->gaps, m->ngaps, pcs,
+                             MAX_PCS, &res);
         if (res.stop == HS_UNWIND_UNKNOWN_MAP)
             p->unknown_pcs[p->next_unknown++ % UNKNOWN_PCS] = res.stop_pc;
     }
@@ -434,6 +450,7 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
     hs_tracker_malloc(p->tracker, m->heap, m->seq, m->addr, m->size, m->sampled, pcs, n, m->ts_ns);
     p->st.unwind_ns += t1 - t0;
     p->st.stack_bytes += m->stack_len;
+    p->st.stack_left_out += hs_stack_gaps_bytes(m->gaps, m->ngaps);
     p->st.stack_used += res.copy_used;
     p->st.bookkeeping_ns += hs_monotonic_ns() - t1;
 }
@@ -575,7 +592,7 @@ size_t hs_process_memory(const struct hs_profiled_process *p)
 
 /* ---- Dumps -------------------------------------------------------------------------------- */
 
-#define MAX_COMMENTS 16
+#define MAX_COMMENTS 20
 
 /* The daemon's resident memory, from /proc/self/statm. */
 uint64_t hs_daemon_resident_bytes(void)
@@ -643,6 +660,13 @@ static size_t stats_comments(const struct hs_profiled_process *p, char c[][COMME
                  "stack copies: %.0f bytes per sample read by the unwinder (mean); %llu cut "
                  "short by a thread's stack hint (that thread's copies are whole since)",
                  (double)s->stack_used / (double)s->mallocs, (unsigned long long)s->hints_refused);
+    if (s->mallocs > 0)
+        snprintf(c[n++], COMMENT_LEN,
+                 "stack gaps: %.0f bytes per sample left out of the copies, parts of big frames "
+                 "the unwinder did not read (mean); %llu copies lacked a word of one (that "
+                 "thread's copies have no gaps since)",
+                 (double)s->stack_left_out / (double)s->mallocs,
+                 (unsigned long long)s->gaps_refused);
     if (p->cfg->flags & HS_CONFIG_BLOCK_CLIENT)
         snprintf(c[n++], COMMENT_LEN,
                  "buffer overran: no (blocking: writers waited for room %llu times), lock waits "

@@ -17,6 +17,7 @@
 #include "unwinder.h"
 
 #include "hash_table.h"
+#include "hs_assert.h"
 #include "proc_maps.h"
 #include "range_lookup.h"
 #include "signal_trampoline.h"
@@ -137,11 +138,19 @@ struct fstate {
 /* What libdwfl's callbacks work on during hs_unwind. */
 enum dwfl_job { JOB_FULL, JOB_STEP };
 
+/* Most reads of the copy an unwind keeps track of, to find the parts it did not read. */
+#define MAX_READS 512
+
 struct sample {
     const uint8_t *stack;
-    uintptr_t base; /* address of stack[0] (the sampled rsp) */
-    size_t len;
-    size_t used; /* the copy's bytes up to the end of the highest word read (copy_read) */
+    uintptr_t base; /* address of the span's first byte (the sampled rsp) */
+    size_t len;     /* bytes of the span: stack holds them minus the gaps' */
+    const struct hs_stack_gap *gaps;
+    unsigned ngaps;
+    bool read_in_gap; /* a read fell into a gap (the unwind ends truncated) */
+    size_t used;      /* the span's bytes up to the end of the highest word read (copy_read) */
+    uint64_t reads[MAX_READS];    /* offsets of the words read, in the order read */
+    unsigned nreads;              /* how many are in reads; MAX_READS + 1 once it overflowed */
     bool stack_map_known;         /* stack_lo/hi computed (lazily: only libdwfl needs them) */
     uintptr_t stack_lo, stack_hi; /* the mapping holding base, or 0, 0 */
     bool read_past_end;           /* a read fell past the copy inside the stack */
@@ -189,21 +198,38 @@ struct hs_unwinder {
 
 /* ---- Small helpers ----------------------------------------------------------------------- */
 
+/* Reads the word at addr from the copy: false when it is outside the span or (read_in_gap)
+ * in a part of it the copy left out. */
 static inline bool copy_read(struct sample *s, uint64_t addr, uint64_t *out)
 {
     uint64_t off = addr - s->base; /* wraps to a huge value below the copy */
     if (off > s->len || s->len - off < 8)
         return false;
+    uint64_t at = off; /* where the word is in the copy */
+    for (unsigned i = 0; i < s->ngaps; i++) {
+        const struct hs_stack_gap *g = &s->gaps[i];
+        if (off + 8 <= g->off)
+            break;
+        if (off < (uint64_t)g->off + g->len) {
+            s->read_in_gap = true;
+            return false;
+        }
+        at -= g->len;
+    }
     if (off + 8 > s->used)
         s->used = off + 8;
-    memcpy(out, s->stack + off, 8);
+    if (s->nreads < MAX_READS)
+        s->reads[s->nreads++] = off;
+    else
+        s->nreads = MAX_READS + 1;
+    memcpy(out, s->stack + at, 8);
     return true;
 }
 
 /* Why a read of addr from the copy failed. */
 static inline int read_fail(const struct sample *s, uint64_t addr)
 {
-    return addr >= s->base + s->len ? HS_UNWIND_TRUNCATED : HS_UNWIND_BAD_FRAME;
+    return addr >= s->base + s->len || s->read_in_gap ? HS_UNWIND_TRUNCATED : HS_UNWIND_BAD_FRAME;
 }
 
 static const struct umap *map_find(const struct hs_unwinder *u, uintptr_t addr)
@@ -439,6 +465,10 @@ static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
     if (copy_read(s, addr, &v)) {
         *result = v;
         return true;
+    }
+    if (s->read_in_gap) {
+        s->read_past_end = true; /* the word was there, but is not in the copy */
+        return false;
     }
     if (!s->stack_map_known) {
         const struct umap *sm = map_find(u, s->base);
@@ -1002,6 +1032,9 @@ static size_t unwind_cached(struct hs_unwinder *u, const struct hs_unwind_regs *
                 res->slow_steps++;
             break;
         }
+        /* A saved register may have been left unknown for want of its word: stop here. */
+        if (u->cur.read_in_gap)
+            rc = HS_UNWIND_TRUNCATED;
         if (rc != STEP_OK) {
             res->stop = rc;
             res->stop_pc = rc == HS_UNWIND_END ? 0 : pc;
@@ -1028,6 +1061,12 @@ static int cb_full_frame(Dwfl_Frame *f, void *arg)
      * cached mode, and libgcc, take it). */
     bool exact = s->frame_idx == 0 || s->after_trampoline;
     s->after_trampoline = activation && !exact;
+    if (s->read_in_gap) { /* this frame's registers may lack a word the copy left out */
+        res->stop = HS_UNWIND_TRUNCATED;
+        res->stop_pc = raw;
+        s->stopped = true;
+        return DWARF_CB_ABORT;
+    }
     uintptr_t pc = hs_call_site(raw, exact);
     if (s->frame_idx++ > 0) {
         res->steps++;
@@ -1102,8 +1141,56 @@ static size_t unwind_dwfl(struct hs_unwinder *u, const struct hs_unwind_regs *re
     return c->n;
 }
 
-size_t hs_unwind(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const void *stack,
-                 size_t stack_len, uintptr_t *pcs, size_t max, struct hs_unwind_result *res)
+/* The largest parts of [8, used) that no read of a complete unwind touched, at least
+ * HS_STACK_GAP_MIN bytes each, lowest first, into res->unread (stack_gap.h). */
+static void find_unread(struct sample *c, struct hs_unwind_result *res)
+{
+    if (c->nreads > MAX_READS)
+        return; /* some reads were not kept: any part may have been read */
+    /* Insertion sort: the reads come nearly in order (frames go up the stack). */
+    for (unsigned i = 1; i < c->nreads; i++) {
+        uint64_t v = c->reads[i];
+        unsigned j = i;
+        for (; j > 0 && c->reads[j - 1] > v; j--)
+            c->reads[j] = c->reads[j - 1];
+        c->reads[j] = v;
+    }
+    struct hs_stack_gap best[HS_STACK_GAPS] = {{0, 0}};
+    uint64_t from = 8; /* the innermost word always stays in the copy */
+    for (unsigned i = 0; i < c->nreads; i++) {
+        uint64_t r = c->reads[i];
+        uint64_t lo = (from + 7) & ~(uint64_t)7, hi = r & ~(uint64_t)7; /* whole words */
+        if (hi > lo && hi - lo >= HS_STACK_GAP_MIN && hi <= UINT32_MAX) {
+            struct hs_stack_gap g = {(uint32_t)lo, (uint32_t)(hi - lo)};
+            /* Keep the HS_STACK_GAPS longest, longest first. */
+            for (unsigned k = 0; k < HS_STACK_GAPS; k++) {
+                if (g.len > best[k].len) {
+                    struct hs_stack_gap t = best[k];
+                    best[k] = g;
+                    g = t;
+                }
+            }
+        }
+        if (r + 8 > from)
+            from = r + 8;
+    }
+    unsigned n = 0;
+    for (unsigned k = 0; k < HS_STACK_GAPS; k++)
+        if (best[k].len)
+            res->unread[n++] = best[k];
+    for (unsigned i = 1; i < n; i++) /* lowest first */
+        for (unsigned j = i; j > 0 && res->unread[j - 1].off > res->unread[j].off; j--) {
+            struct hs_stack_gap t = res->unread[j - 1];
+            res->unread[j - 1] = res->unread[j];
+            res->unread[j] = t;
+        }
+    res->nunread = n;
+    hs_assert(hs_stack_gaps_valid(res->unread, n, c->len));
+}
+
+size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const void *stack,
+                        size_t stack_len, const struct hs_stack_gap *gaps, unsigned ngaps,
+                        uintptr_t *pcs, size_t max, struct hs_unwind_result *res)
 {
     struct hs_unwind_result local;
     if (!res)
@@ -1112,14 +1199,20 @@ size_t hs_unwind(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const
     struct sample *c = &u->cur;
     c->stack = stack;
     c->base = regs->rsp;
-    c->len = stack ? stack_len : 0;
+    c->gaps = gaps;
+    c->ngaps = stack ? ngaps : 0;
+    c->len = stack ? stack_len + hs_stack_gaps_bytes(gaps, c->ngaps) : 0;
     if (c->len > UINTPTR_MAX - c->base)
         c->len = UINTPTR_MAX - c->base;
+    c->read_in_gap = false;
+    c->nreads = 0;
     c->used = 0;
     c->stack_map_known = false;
 
     size_t n = 0;
-    if (max == 0)
+    if (!hs_stack_gaps_valid(gaps, c->ngaps, c->len))
+        res->stop = HS_UNWIND_BAD_FRAME; /* (records.c lets no such sample through) */
+    else if (max == 0)
         res->stop = HS_UNWIND_MAX_FRAMES;
     else if (u->mode == HS_UNWIND_MODE_DWFL)
         n = unwind_dwfl(u, regs, pcs, max, res);
@@ -1127,12 +1220,23 @@ size_t hs_unwind(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const
         n = unwind_cached(u, regs, pcs, max, res);
 
     res->copy_used = c->used;
+    res->read_in_gap = c->read_in_gap;
+    if (res->stop == HS_UNWIND_END)
+        find_unread(c, res);
     c->stack = NULL;
     c->len = 0;
+    c->gaps = NULL;
+    c->ngaps = 0;
     u->st.unwinds++;
     u->st.frames += n;
     u->st.stops[res->stop]++;
     u->st.slow_steps += res->slow_steps;
     u->st.fp_steps += res->fp_steps;
     return n;
+}
+
+size_t hs_unwind(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const void *stack,
+                 size_t stack_len, uintptr_t *pcs, size_t max, struct hs_unwind_result *res)
+{
+    return hs_unwind_gapped(u, regs, stack, stack_len, NULL, 0, pcs, max, res);
 }

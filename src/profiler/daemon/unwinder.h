@@ -67,6 +67,7 @@
 #ifndef HEAPSCOPE_PROFILER_UNWINDER_H
 #define HEAPSCOPE_PROFILER_UNWINDER_H
 
+#include "stack_gap.h"
 #include "unwind_regs.h"
 
 #include <stddef.h>
@@ -105,6 +106,14 @@ struct hs_unwind_result {
      * the same unwind of a copy cut at this length gives the same frames (the profiler's
      * daemon tells the client how much stack a thread's samples need, stack_hints.h). */
     size_t copy_used;
+    /* A read fell into a gap the copy left out (stop is then HS_UNWIND_TRUNCATED). */
+    bool read_in_gap;
+    /* With stop HS_UNWIND_END: the longest parts of the span from byte 8 to copy_used that the
+     * unwind did not read, at least HS_STACK_GAP_MIN bytes each, lowest first (a gap the copy
+     * left out is one of them, or inside one): the same unwind of a copy without them gives
+     * the same frames. */
+    unsigned nunread;
+    struct hs_stack_gap unread[HS_STACK_GAPS];
 };
 
 /* Totals since hs_unwinder_new, and the current size of the state. */
@@ -165,6 +174,14 @@ void hs_unwinder_set_cache_limit(struct hs_unwinder *u, size_t max_rules);
  * and what it took. The copy is only read during the call. */
 size_t hs_unwind(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const void *stack,
                  size_t stack_len, uintptr_t *pcs, size_t max, struct hs_unwind_result *res);
+
+/* The same for a copy that leaves out ngaps parts of the span (stack_gap.h): stack holds the
+ * span's bytes minus the gaps', stack_len of them. A read of a word in a gap ends the unwind
+ * as HS_UNWIND_TRUNCATED with res->read_in_gap; gaps that are not valid for the span end it as
+ * HS_UNWIND_BAD_FRAME before any read. */
+size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const void *stack,
+                        size_t stack_len, const struct hs_stack_gap *gaps, unsigned ngaps,
+                        uintptr_t *pcs, size_t max, struct hs_unwind_result *res);
 
 /* Copies the totals into *out. */
 void hs_unwinder_stats(const struct hs_unwinder *u, struct hs_unwind_stats *out);

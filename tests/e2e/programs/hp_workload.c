@@ -545,6 +545,77 @@ static int placement(void)
     return g_placement_ok ? 0 : 1;
 }
 
+/* big_frames: allocations under two frames with big locals (the shape of sqlite3's shell,
+ * whose outer frames hold KiB of buffers), then under a chain of small frames that lies where
+ * those locals were. The daemon learns from the first sample of each phase (a pause lets it
+ * read that sample first): the copies of the first phase leave the locals out (stack_gap.h);
+ * the first sample of the second phase needs words there, ends truncated, and the thread's
+ * later copies have no gaps. */
+#define BIG_FRAMES_ALLOCS 500
+
+static void pause_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+NOINLINE void *site_under_big(void)
+{
+    void *p = malloc(48);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+NOINLINE void *site_over_gap(void)
+{
+    void *p = malloc(48);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+static void allocate_phase(void *(*site)(void))
+{
+    free(site());
+    pause_ms(500);
+    for (int i = 0; i < BIG_FRAMES_ALLOCS; i++)
+        free(site());
+}
+
+NOINLINE static unsigned big_inner(void)
+{
+    volatile char locals[3000];
+    locals[0] = 1;
+    locals[2999] = 2;
+    allocate_phase(site_under_big);
+    return (unsigned)(locals[0] + locals[2999]);
+}
+
+NOINLINE static unsigned big_outer(void)
+{
+    volatile char locals[6000];
+    locals[0] = 3;
+    locals[5999] = 4;
+    return big_inner() + (unsigned)(locals[0] + locals[5999]);
+}
+
+NOINLINE static unsigned small_frames(int depth)
+{
+    volatile char pad[48];
+    pad[0] = (char)depth;
+    if (depth > 0)
+        return small_frames(depth - 1) + (unsigned)pad[0];
+    allocate_phase(site_over_gap);
+    return (unsigned)pad[0];
+}
+
+static int big_frames(void)
+{
+    unsigned sum = big_outer();
+    sum += small_frames(200); /* 200 frames of some 80 bytes: over all of big_outer's */
+    printf("big frames done sum=%u\n", sum);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -568,9 +639,11 @@ int main(int argc, char **argv)
         return dlopened(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "serve") == 0)
         return serve(atoi(argv[2]));
+    if (argc >= 2 && strcmp(argv[1], "big_frames") == 0)
+        return big_frames();
     if (argc >= 4 && strcmp(argv[1], "spin") == 0)
         return spin(atoi(argv[2]), atoi(argv[3]), argc >= 5 ? argv[4] : NULL);
     fprintf(stderr, "usage: hp_workload known|threads N|fork|short|custom|dlopen LIB|serve "
-                    "SECONDS|spin THREADS ROUNDS [LIB]\n");
+                    "SECONDS|spin THREADS ROUNDS [LIB]|big_frames\n");
     return 2;
 }
