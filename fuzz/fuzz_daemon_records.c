@@ -73,8 +73,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                  pcs, 256, &res);
             if (n > 256 || res.stop > HS_UNWIND_BAD_FRAME ||
                 (res.read_in_gap && res.stop != HS_UNWIND_TRUNCATED) ||
-                !hs_stack_gaps_valid(res.unread, res.nunread,
-                                     m->stack_len + hs_stack_gaps_bytes(m->gaps, m->ngaps)))
+                res.nunread > HS_UNWIND_UNREAD ||
+                !hs_stack_gaps_in_order(res.unread, res.nunread,
+                                        m->stack_len + hs_stack_gaps_bytes(m->gaps, m->ngaps)))
                 __builtin_trap();
             hs_tracker_malloc(t, m->heap, m->seq, m->addr, m->size, m->sampled, pcs, n, m->ts_ns);
             break;

@@ -14,7 +14,9 @@
 #include <stdint.h>
 
 #define HS_HANDSHAKE_MAGIC 0x52505348u /* "HSPR" */
-#define HS_HANDSHAKE_VERSION 1u
+/* The wire format: the messages here, and the records (records.h) and the ring buffer's layout
+ * (ring_buffer.h, stack_hints.h) that client and daemon share. 2: the stack gaps. */
+#define HS_HANDSHAKE_VERSION 2u
 #define HS_HANDSHAKE_TIMEOUT_MS 1000
 
 /* Client -> daemon, with the descriptors of /proc/self/maps and /proc/self/mem. */

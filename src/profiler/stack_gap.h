@@ -31,10 +31,8 @@ struct hs_stack_gap {
 
 /* True when the n gaps lie in order inside a span of span bytes, each of at least 8 bytes and
  * 8-byte aligned, none at the very start (the innermost frame is always copied), and apart. */
-static inline bool hs_stack_gaps_valid(const struct hs_stack_gap *g, unsigned n, uint64_t span)
+static inline bool hs_stack_gaps_in_order(const struct hs_stack_gap *g, unsigned n, uint64_t span)
 {
-    if (n > HS_STACK_GAPS)
-        return false;
     uint64_t from = 8; /* the first word stays */
     for (unsigned i = 0; i < n; i++) {
         if (g[i].len < 8 || ((g[i].off | g[i].len) & 7) || g[i].off < from ||
@@ -43,6 +41,12 @@ static inline bool hs_stack_gaps_valid(const struct hs_stack_gap *g, unsigned n,
         from = (uint64_t)g[i].off + g[i].len + 8;
     }
     return true;
+}
+
+/* The same, and no more than a sample holds (HS_STACK_GAPS). */
+static inline bool hs_stack_gaps_valid(const struct hs_stack_gap *g, unsigned n, uint64_t span)
+{
+    return n <= HS_STACK_GAPS && hs_stack_gaps_in_order(g, n, span);
 }
 
 /* The bytes of the gaps. */

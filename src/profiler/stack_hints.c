@@ -152,3 +152,34 @@ bool hs_stack_hint_refuse_gaps(struct hs_stack_hints *h, uint32_t tid)
     write_slot(s, tid, __atomic_load_n(&s->end, __ATOMIC_RELAXED), &refused);
     return true;
 }
+
+unsigned hs_stack_ranges_common(const struct hs_stack_range *a, unsigned na,
+                                const struct hs_stack_range *b, unsigned nb,
+                                struct hs_stack_range *out, unsigned cap)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < na; i++) {
+        for (unsigned j = 0; j < nb; j++) {
+            struct hs_stack_range r = {a[i].lo > b[j].lo ? a[i].lo : b[j].lo,
+                                       a[i].hi < b[j].hi ? a[i].hi : b[j].hi};
+            if (r.hi <= r.lo || r.hi - r.lo < HS_STACK_GAP_MIN)
+                continue;
+            /* Among the cap longest so far, longest first (an insertion). */
+            unsigned k = n < cap ? n++ : cap;
+            while (k > 0 && out[k - 1].hi - out[k - 1].lo < r.hi - r.lo) {
+                if (k < cap)
+                    out[k] = out[k - 1];
+                k--;
+            }
+            if (k < cap)
+                out[k] = r;
+        }
+    }
+    for (unsigned i = 1; i < n; i++) /* lowest first */
+        for (unsigned k = i; k > 0 && out[k - 1].lo > out[k].lo; k--) {
+            struct hs_stack_range t = out[k - 1];
+            out[k - 1] = out[k];
+            out[k] = t;
+        }
+    return n;
+}

@@ -10,8 +10,9 @@
  * does not move while the thread lives. So it notes, per thread, the address above which the
  * last complete unwind read nothing, and the client copies up to that address instead.
  *
- * It also notes the largest parts of the thread's stack below that address that the unwind did
- * not read (stack_gap.h: the locals of big frames), at most HS_STACK_GAPS of at least
+ * It also notes the largest parts of the thread's stack below that address that its last two
+ * complete unwinds, from different stack pointers, both did not read (stack_gap.h: the locals of
+ * big outer frames; profiled_process.c decides), at most HS_STACK_GAPS of at least
  * HS_STACK_GAP_MIN bytes, and the client leaves them out of its copies too. A sample whose
  * unwind needs a word of a part left out ends truncated, and the daemon then notes no more gaps
  * for that thread (hs_stack_hint_refuse_gaps): one truncated sample, then copies without gaps.
@@ -96,6 +97,15 @@ void hs_stack_hint_learn_gaps(struct hs_stack_hints *h, uint32_t tid, uint64_t e
 /* Daemon: a sample of tid whose copy ended at copy_end was truncated. When that is where
  * tid's note stood, the note becomes HS_STACK_HINT_NONE and true is returned. */
 bool hs_stack_hint_refuse(struct hs_stack_hints *h, uint32_t tid, uint64_t copy_end);
+
+/* Daemon: the cap longest parts, of at least HS_STACK_GAP_MIN bytes each, that the ranges a
+ * and b (each lowest first and apart) have in common, lowest first, into out; returns their
+ * number. A part that unwinds from different call paths all left unread is one the daemon can
+ * note (profiled_process.c): the locals of an outer frame, not of one inner path. With b the
+ * whole address space, the cap longest of a. */
+unsigned hs_stack_ranges_common(const struct hs_stack_range *a, unsigned na,
+                                const struct hs_stack_range *b, unsigned nb,
+                                struct hs_stack_range *out, unsigned cap);
 
 /* Daemon: a sample of tid needed a word of a part its copy left out. When tid's note has
  * gaps, it keeps its end but loses them for good, and true is returned. */

@@ -21,6 +21,7 @@ CLI = os.environ["HS_CLI"]
 WORKLOAD = os.environ["HS_HP_WORKLOAD"]
 DAEMON = os.environ["HS_HEAPPROFD"]
 CLIENT = os.environ["HS_HEAPPROFD_CLIENT"]
+WIRE_FORMAT = 2  # HS_HANDSHAKE_VERSION (src/profiler/handshake.h)
 
 KNOWN = {  # site: (allocated bytes, allocations, in-use bytes at exit, in-use allocations)
     "site_small": (20000 * 64, 20000, 1000 * 64, 1000),
@@ -234,12 +235,12 @@ class ProfilerTest(unittest.TestCase):
         self.assertLessEqual(copied, int(m.group(1)) + 300, log)
 
     def test_big_frames_left_out_of_the_copies(self):
-        # Two frames with 6000 and 3000 bytes of locals under the allocations: after the
-        # first sample, the daemon notes them as parts its unwind did not read and the client
-        # leaves them out (stack_gap.h). Then 200 small frames over the same addresses: the
-        # first sample of that phase needs words where the gaps were, ends truncated, and the
-        # thread's later copies have no gaps. Each phase waits 500 ms after its first sample,
-        # so that the daemon has read it before the others are taken.
+        # Two frames with 6000 and 3000 bytes of locals under the allocations: once samples from
+        # different stack pointers left them unread for half a second, the daemon notes them as
+        # gaps and the client leaves them out (stack_gap.h). Then 200 small frames over the
+        # same addresses: the first sample of that phase needs words where the gaps were, ends
+        # truncated, and the thread's later copies have no gaps. Each phase pauses after each
+        # of its first three samples, so that the daemon has read it before the next.
         self.profile("-i", "1", "--", WORKLOAD, "big_frames")
         with open(os.path.join(self.dir, "heapprofd.log")) as f:
             log = f.read()
@@ -268,7 +269,7 @@ class ProfilerTest(unittest.TestCase):
                 (whole if whole_stack else cut)[leaf] += int(number)
                 if leaf == "site_under_big":
                     self.assertIn("big_inner", frames, line[:300])
-        self.assertEqual(whole, {"site_under_big": 501, "site_over_gap": 500}, out[:2000])
+        self.assertEqual(whole, {"site_under_big": 503, "site_over_gap": 502}, out[:2000])
         self.assertEqual(cut, {"site_under_big": 0, "site_over_gap": 1}, out[:2000])
 
     def test_call_sites_symbolized_while_the_program_runs(self):
@@ -596,6 +597,16 @@ class ProfilerTest(unittest.TestCase):
         self.assertEqual(s.recv(4096)[8:12], b"\0\0\0\0")  # accepted = 0
         s.close()
         self.assertIn("not a heapscope profiler client", d.next_event())
+        # A client of another heapscope, whose records and buffer the daemon would misread.
+        s = socket.socket(socket.AF_UNIX)
+        s.connect("\0" + d.address[1:])
+        fds = [os.open("/proc/self/maps", os.O_RDONLY), os.open("/proc/self/mem", os.O_RDONLY)]
+        socket.send_fds(s, [struct.pack("<IIiIQ", 0x52505348, WIRE_FORMAT - 1, os.getpid(), 0,
+                                        0)], fds)
+        self.assertEqual(s.recv(4096)[8:12], b"\0\0\0\0")
+        s.close()
+        self.assertIn("a profiler client of another heapscope (wire format %d, this profiler's "
+                      "%d)" % (WIRE_FORMAT - 1, WIRE_FORMAT), d.next_event())
         # Descriptors of another process than the one that connects.
         other = subprocess.Popen(["sleep", "30"])
         RUNNING.append(other)
@@ -603,7 +614,7 @@ class ProfilerTest(unittest.TestCase):
         s.connect("\0" + d.address[1:])
         fds = [os.open("/proc/%d/maps" % other.pid, os.O_RDONLY),
                os.open("/proc/self/mem", os.O_RDONLY)]
-        hello = struct.pack("<IIiIQ", 0x52505348, 1, os.getpid(), 0, 0)
+        hello = struct.pack("<IIiIQ", 0x52505348, WIRE_FORMAT, os.getpid(), 0, 0)
         socket.send_fds(s, [hello], fds)
         s.recv(4096)
         s.close()
@@ -642,7 +653,7 @@ class ProfilerTest(unittest.TestCase):
         s = socket.socket(socket.AF_UNIX)
         s.connect("\0" + d.address[1:])
         fds = [os.open("/proc/self/maps", os.O_RDONLY), os.open("/proc/self/mem", os.O_RDONLY)]
-        hello = struct.pack("<IIiIQ", 0x52505348, 1, os.getpid(), 0, 0)
+        hello = struct.pack("<IIiIQ", 0x52505348, WIRE_FORMAT, os.getpid(), 0, 0)
         socket.send_fds(s, [hello], fds)
         msg, got, _, _ = socket.recv_fds(s, 4096, 1)
         self.assertEqual(struct.unpack_from("<I", msg, 8)[0], 1, msg)

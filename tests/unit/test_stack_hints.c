@@ -137,6 +137,36 @@ static void test_gaps(void)
     CHECK_EQ(n, 0);
 }
 
+/* The parts two unwinds both left unread: their common pieces of at least HS_STACK_GAP_MIN
+ * bytes, the longest (up to the cap) of them, lowest first. */
+static void test_ranges_common(void)
+{
+    check_context("common unread parts");
+    const struct hs_stack_range a[3] = {{1000, 5000}, {6000, 9000}, {10000, 10400}};
+    const struct hs_stack_range b[3] = {{2000, 7000}, {8000, 8400}, {8500, 12000}};
+    struct hs_stack_range out[HS_STACK_GAPS];
+    /* a0 & b0 = [2000, 5000), a1 & b0 = [6000, 7000), a1 & b1 = 400 (too short), a1 & b2 =
+     * [8500, 9000) (500: too short), a2 & b2 = 400 (too short). */
+    unsigned n = hs_stack_ranges_common(a, 3, b, 3, out, HS_STACK_GAPS);
+    CHECK_EQ(n, 2);
+    CHECK(out[0].lo == 2000 && out[0].hi == 5000 && out[1].lo == 6000 && out[1].hi == 7000);
+    /* More than HS_STACK_GAPS pieces: the longest, lowest first. */
+    const struct hs_stack_range c[4] = {{0, 600}, {1000, 3000}, {4000, 4700}, {5000, 6000}};
+    const struct hs_stack_range all[1] = {{0, 100000}};
+    n = hs_stack_ranges_common(c, 4, all, 1, out, HS_STACK_GAPS);
+    CHECK_EQ(n, 3);
+    CHECK(out[0].lo == 1000 && out[1].lo == 4000 && out[2].lo == 5000);
+    n = hs_stack_ranges_common(all, 1, c, 4, out, HS_STACK_GAPS);
+    CHECK_EQ(n, 3);
+    CHECK(out[0].lo == 1000 && out[1].lo == 4000 && out[2].lo == 5000);
+    /* A cap of 1: the longest alone. */
+    CHECK_EQ(hs_stack_ranges_common(c, 4, all, 1, out, 1), 1);
+    CHECK(out[0].lo == 1000 && out[0].hi == 3000);
+    /* Nothing in common, or nothing at all. */
+    CHECK_EQ(hs_stack_ranges_common(a, 1, b + 1, 1, out, HS_STACK_GAPS), 0);
+    CHECK_EQ(hs_stack_ranges_common(a, 0, b, 3, out, HS_STACK_GAPS), 0);
+}
+
 /* One writer switching a slot between two threads, each with its own end; readers of both
  * threads must only ever see their own end or nothing. */
 #define RACE_ROUNDS 2000000
@@ -197,6 +227,7 @@ int main(void)
     test_learn_and_lookup();
     test_refuse();
     test_gaps();
+    test_ranges_common();
     test_race();
     return check_report();
 }

@@ -59,7 +59,7 @@ static __attribute__((noinline)) bool write_malloc_record(uint32_t heap, uint64_
         cap = hs_client.max_stack;
     if (span > cap)
         span = cap;
-    struct hs_stack_gap gaps[HS_STACK_GAPS];
+    struct hs_stack_gap gaps[HS_STACK_GAPS] = {{0, 0}};
     unsigned ngaps = end == hint ? hs_stack_copy_gaps(sp, span, noted, nnoted, gaps) : 0;
     size_t stack_len = span - (size_t)hs_stack_gaps_bytes(gaps, ngaps);
     struct hs_rb_reservation res;

@@ -56,6 +56,85 @@ struct stats {
     uint64_t dumps;
 };
 
+/* How long the same parts must stay unread before they are noted as gaps: a program's start
+ * (python's initialisation, say) has outer frames that return soon after, and the copies taken
+ * until the daemon hears of it would all be truncated. */
+#define GAP_STABLE_NS (200ull * 1000000ull)
+
+/* A thread's last complete unwind: its stack pointer, the parts it left unread and its highest
+ * words read (absolute addresses), which the next one must confirm from another call path
+ * before they become gaps (note_stack_end). */
+struct unread_seen {
+    uint32_t tid;
+    unsigned n, nouter;
+    uint64_t rsp;
+    struct hs_stack_range part[HS_UNWIND_UNREAD];
+    struct hs_unwind_word outer[HS_UNWIND_OUTER_READS];
+    /* The parts every confirmation kept, each since when: gaps once that is GAP_STABLE_NS
+     * ago. */
+    unsigned ncand;
+    struct hs_stack_range cand[HS_UNWIND_UNREAD];
+    uint64_t cand_since_ns[HS_UNWIND_UNREAD];
+};
+
+/* Updates the thread's candidates with the parts this confirmation found (fresh, lowest first):
+ * a candidate keeps what of it fresh still has, and its age; a part of fresh that meets no
+ * candidate becomes one, from now; a candidate fresh lacks goes. */
+static void update_candidates(struct unread_seen *seen, const struct hs_stack_range *fresh,
+                              unsigned nf, uint64_t now_ns)
+{
+    struct hs_stack_range cand[HS_UNWIND_UNREAD];
+    uint64_t since[HS_UNWIND_UNREAD];
+    unsigned n = 0;
+    for (unsigned i = 0; i < nf && n < HS_UNWIND_UNREAD; i++) {
+        bool met = false;
+        for (unsigned j = 0; j < seen->ncand && n < HS_UNWIND_UNREAD; j++) {
+            struct hs_stack_range piece;
+            if (hs_stack_ranges_common(&fresh[i], 1, &seen->cand[j], 1, &piece, 1) == 1) {
+                cand[n] = piece;
+                since[n++] = seen->cand_since_ns[j];
+                met = true;
+            }
+        }
+        if (!met) {
+            cand[n] = fresh[i];
+            since[n++] = now_ns;
+        }
+    }
+    memcpy(seen->cand, cand, n * sizeof cand[0]);
+    memcpy(seen->cand_since_ns, since, n * sizeof since[0]);
+    seen->ncand = n;
+}
+
+/* The HS_STACK_GAPS longest candidates that have lasted GAP_STABLE_NS, lowest first. */
+static unsigned stable_candidates(const struct unread_seen *seen, uint64_t now_ns,
+                                  struct hs_stack_range gaps[HS_STACK_GAPS])
+{
+    struct hs_stack_range old[HS_UNWIND_UNREAD];
+    unsigned n = 0;
+    for (unsigned i = 0; i < seen->ncand; i++)
+        if (now_ns - seen->cand_since_ns[i] >= GAP_STABLE_NS)
+            old[n++] = seen->cand[i];
+    const struct hs_stack_range all = {0, UINT64_MAX};
+    return hs_stack_ranges_common(old, n, &all, 1, gaps, HS_STACK_GAPS);
+}
+
+/* The lowest address down to which the unwind res of sample m read the same words, with the same
+ * values, as the thread's last one (seen), from the top: above it the same activations were on
+ * the stack both times. UINT64_MAX when their highest words differ. */
+static uint64_t stable_floor(const struct unread_seen *seen, const struct hs_record_malloc *m,
+                             const struct hs_unwind_result *res)
+{
+    uint64_t floor = UINT64_MAX;
+    for (unsigned i = 0; i < seen->nouter && i < res->nouter; i++) {
+        uint64_t addr = m->regs.rsp + res->outer[i].off;
+        if (seen->outer[i].off != addr || seen->outer[i].val != res->outer[i].val)
+            break;
+        floor = addr;
+    }
+    return floor;
+}
+
 struct hs_profiled_process {
     const struct hs_daemon_config *cfg;
     pid_t pid;
@@ -87,6 +166,8 @@ struct hs_profiled_process {
     char stop_reason[128];
     char last_profile[PATH_MAX + 16];
     struct stats st;
+    /* Per thread, slot tid % HS_STACK_HINT_SLOTS as the notes' (note_stack_end). */
+    struct unread_seen unread_seen[HS_STACK_HINT_SLOTS];
 };
 
 /* ---- Sessions per pid (an exec keeps the pid and starts a new session) ---------------------- */
@@ -283,6 +364,7 @@ struct hs_profiled_process *hs_process_accept(int sock, const struct hs_daemon_c
     struct ucred cred;
     socklen_t cred_len = sizeof(cred);
     ssize_t n = -1;
+    char version_why[sizeof(((struct hs_config *)0)->reason)];
     if (hs_sock_set_timeout(sock, HS_HANDSHAKE_TIMEOUT_MS) != 0 ||
         getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) != 0) {
         why = "cannot read the peer's credentials";
@@ -290,8 +372,14 @@ struct hs_profiled_process *hs_process_accept(int sock, const struct hs_daemon_c
         why = "the process belongs to another user";
     } else if ((n = hs_sock_recv(sock, &hello, sizeof(hello), fds, 2, &nfds)) !=
                    (ssize_t)sizeof(hello) ||
-               hello.magic != HS_HANDSHAKE_MAGIC || hello.version != HS_HANDSHAKE_VERSION) {
+               hello.magic != HS_HANDSHAKE_MAGIC) {
         why = n == 0 ? "the process hung up" : "not a heapscope profiler client";
+    } else if (hello.version != HS_HANDSHAKE_VERSION) {
+        snprintf(version_why, sizeof(version_why),
+                 "a profiler client of another heapscope (wire format %u, this profiler's %u): "
+                 "preload this heapscope's libheapprofd.so",
+                 hello.version, HS_HANDSHAKE_VERSION);
+        why = version_why;
     } else if (hello.pid != cred.pid) {
         why = "the hello names another process";
     } else if (nfds != 2 || !is_proc_file_of(fds[0], cred.pid, "maps") ||
@@ -401,20 +489,49 @@ static bool maps_worth_rereading(struct hs_profiled_process *p, uintptr_t pc, ui
 }
 
 /* Tells the client how much of this thread's stack its next samples need (stack_hints.h):
- * up to where this complete unwind stopped reading, without the longest parts below that it did
- * not read; or, when a copy that stopped at the note was too short, the whole stack from now
- * on; or, when a copy lacked a word of a part it left out, no parts left out from now on. */
+ * up to where this complete unwind stopped reading, without the longest parts below that it and
+ * the thread's last complete unwind from another stack pointer both left unread, inside the
+ * frames of activations both found on the stack (stable_floor), and kept so for GAP_STABLE_NS:
+ * the locals of outer frames, which another call path reads only once those frames have
+ * returned; or, when a copy that
+ * stopped at the note was too short, the whole stack from now on; or, when a copy lacked a
+ * word of a part it left out, no parts left out from now on. */
 static void note_stack_end(struct hs_profiled_process *p, const struct hs_record_malloc *m,
-                           const struct hs_unwind_result *res)
+                           const struct hs_unwind_result *res, uint64_t now_ns)
 {
     struct hs_stack_hints *h = hs_stack_hints_of(p->rb.meta);
     if (res->stop == HS_UNWIND_END && res->copy_used > 0) {
-        struct hs_stack_range gaps[HS_STACK_GAPS];
+        struct hs_stack_range now[HS_UNWIND_UNREAD], gaps[HS_STACK_GAPS];
         for (unsigned i = 0; i < res->nunread; i++) {
-            gaps[i].lo = m->regs.rsp + res->unread[i].off;
-            gaps[i].hi = gaps[i].lo + res->unread[i].len;
+            now[i].lo = m->regs.rsp + res->unread[i].off;
+            now[i].hi = now[i].lo + res->unread[i].len;
         }
-        hs_stack_hint_learn_gaps(h, m->tid, m->regs.rsp + res->copy_used, gaps, res->nunread);
+        struct unread_seen *seen = &p->unread_seen[m->tid % HS_STACK_HINT_SLOTS];
+        if (seen->tid != m->tid)
+            seen->ncand = 0;
+        if (seen->tid == m->tid && seen->rsp != m->regs.rsp) {
+            struct hs_stack_range common[HS_UNWIND_UNREAD], fresh[HS_UNWIND_UNREAD];
+            unsigned nc = hs_stack_ranges_common(seen->part, seen->n, now, res->nunread, common,
+                                                 HS_UNWIND_UNREAD);
+            uint64_t floor = stable_floor(seen, m, res);
+            unsigned nf = 0;
+            for (unsigned i = 0; i < nc; i++)
+                if (common[i].lo > floor) /* (a part lies whole above or below a word read) */
+                    fresh[nf++] = common[i];
+            update_candidates(seen, fresh, nf, now_ns);
+        }
+        unsigned n = stable_candidates(seen, now_ns, gaps);
+        if (n == 0)
+            hs_stack_hint_lookup_gaps(h, m->tid, gaps, &n); /* the gaps as noted */
+        hs_stack_hint_learn_gaps(h, m->tid, m->regs.rsp + res->copy_used, gaps, n);
+        seen->tid = m->tid;
+        seen->rsp = m->regs.rsp;
+        seen->n = res->nunread;
+        memcpy(seen->part, now, res->nunread * sizeof now[0]);
+        seen->nouter = res->nouter;
+        for (unsigned i = 0; i < res->nouter; i++)
+            seen->outer[i] =
+                (struct hs_unwind_word){m->regs.rsp + res->outer[i].off, res->outer[i].val};
     } else if (res->read_in_gap) {
         if (hs_stack_hint_refuse_gaps(h, m->tid))
             p->st.gaps_refused++;
@@ -441,7 +558,7 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
         if (res.stop == HS_UNWIND_UNKNOWN_MAP)
             p->unknown_pcs[p->next_unknown++ % UNKNOWN_PCS] = res.stop_pc;
     }
-    note_stack_end(p, m, &res);
+    note_stack_end(p, m, &res, t0);
     uint64_t t1 = hs_monotonic_ns();
     p->st.unwinds[res.stop]++;
     p->st.mallocs++;

@@ -149,7 +149,7 @@ struct sample {
     unsigned ngaps;
     bool read_in_gap; /* a read fell into a gap (the unwind ends truncated) */
     size_t used;      /* the span's bytes up to the end of the highest word read (copy_read) */
-    uint64_t reads[MAX_READS];    /* offsets of the words read, in the order read */
+    struct hs_unwind_word reads[MAX_READS]; /* the words read, in the order read */
     unsigned nreads;              /* how many are in reads; MAX_READS + 1 once it overflowed */
     bool stack_map_known;         /* stack_lo/hi computed (lazily: only libdwfl needs them) */
     uintptr_t stack_lo, stack_hi; /* the mapping holding base, or 0, 0 */
@@ -218,11 +218,11 @@ static inline bool copy_read(struct sample *s, uint64_t addr, uint64_t *out)
     }
     if (off + 8 > s->used)
         s->used = off + 8;
+    memcpy(out, s->stack + at, 8);
     if (s->nreads < MAX_READS)
-        s->reads[s->nreads++] = off;
+        s->reads[s->nreads++] = (struct hs_unwind_word){off, *out};
     else
         s->nreads = MAX_READS + 1;
-    memcpy(out, s->stack + at, 8);
     return true;
 }
 
@@ -1149,21 +1149,21 @@ static void find_unread(struct sample *c, struct hs_unwind_result *res)
         return; /* some reads were not kept: any part may have been read */
     /* Insertion sort: the reads come nearly in order (frames go up the stack). */
     for (unsigned i = 1; i < c->nreads; i++) {
-        uint64_t v = c->reads[i];
+        struct hs_unwind_word v = c->reads[i];
         unsigned j = i;
-        for (; j > 0 && c->reads[j - 1] > v; j--)
+        for (; j > 0 && c->reads[j - 1].off > v.off; j--)
             c->reads[j] = c->reads[j - 1];
         c->reads[j] = v;
     }
-    struct hs_stack_gap best[HS_STACK_GAPS] = {{0, 0}};
+    struct hs_stack_gap best[HS_UNWIND_UNREAD] = {{0, 0}};
     uint64_t from = 8; /* the innermost word always stays in the copy */
     for (unsigned i = 0; i < c->nreads; i++) {
-        uint64_t r = c->reads[i];
+        uint64_t r = c->reads[i].off;
         uint64_t lo = (from + 7) & ~(uint64_t)7, hi = r & ~(uint64_t)7; /* whole words */
         if (hi > lo && hi - lo >= HS_STACK_GAP_MIN && hi <= UINT32_MAX) {
             struct hs_stack_gap g = {(uint32_t)lo, (uint32_t)(hi - lo)};
-            /* Keep the HS_STACK_GAPS longest, longest first. */
-            for (unsigned k = 0; k < HS_STACK_GAPS; k++) {
+            /* Keep the HS_UNWIND_UNREAD longest, longest first. */
+            for (unsigned k = 0; k < HS_UNWIND_UNREAD; k++) {
                 if (g.len > best[k].len) {
                     struct hs_stack_gap t = best[k];
                     best[k] = g;
@@ -1175,7 +1175,7 @@ static void find_unread(struct sample *c, struct hs_unwind_result *res)
             from = r + 8;
     }
     unsigned n = 0;
-    for (unsigned k = 0; k < HS_STACK_GAPS; k++)
+    for (unsigned k = 0; k < HS_UNWIND_UNREAD; k++)
         if (best[k].len)
             res->unread[n++] = best[k];
     for (unsigned i = 1; i < n; i++) /* lowest first */
@@ -1185,7 +1185,13 @@ static void find_unread(struct sample *c, struct hs_unwind_result *res)
             res->unread[j] = t;
         }
     res->nunread = n;
-    hs_assert(hs_stack_gaps_valid(res->unread, n, c->len));
+    hs_assert(hs_stack_gaps_in_order(res->unread, n, c->len));
+    /* The highest words read, highest first (a word read twice counts once). */
+    unsigned k = 0;
+    for (unsigned i = c->nreads; i-- > 0 && k < HS_UNWIND_OUTER_READS;)
+        if (k == 0 || res->outer[k - 1].off != c->reads[i].off)
+            res->outer[k++] = c->reads[i];
+    res->nouter = k;
 }
 
 size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const void *stack,
@@ -1199,8 +1205,9 @@ size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs
     struct sample *c = &u->cur;
     c->stack = stack;
     c->base = regs->rsp;
+    bool gaps_fit = ngaps <= HS_STACK_GAPS; /* (before anything reads them) */
     c->gaps = gaps;
-    c->ngaps = stack ? ngaps : 0;
+    c->ngaps = stack && gaps_fit ? ngaps : 0;
     c->len = stack ? stack_len + hs_stack_gaps_bytes(gaps, c->ngaps) : 0;
     if (c->len > UINTPTR_MAX - c->base)
         c->len = UINTPTR_MAX - c->base;
@@ -1210,7 +1217,7 @@ size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs
     c->stack_map_known = false;
 
     size_t n = 0;
-    if (!hs_stack_gaps_valid(gaps, c->ngaps, c->len))
+    if (!gaps_fit || !hs_stack_gaps_valid(gaps, c->ngaps, c->len))
         res->stop = HS_UNWIND_BAD_FRAME; /* (records.c lets no such sample through) */
     else if (max == 0)
         res->stop = HS_UNWIND_MAX_FRAMES;

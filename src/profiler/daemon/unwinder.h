@@ -93,6 +93,17 @@ enum hs_unwind_stop {
                               move up, a register the rule needs is unknown, libdwfl failed) */
 };
 
+/* A word of the copy an unwind read: its offset from the sampled stack pointer, its value. */
+struct hs_unwind_word {
+    uint64_t off, val;
+};
+
+/* The most parts of hs_unwind_result.unread. */
+#define HS_UNWIND_UNREAD 8
+
+/* The most words of hs_unwind_result.outer. */
+#define HS_UNWIND_OUTER_READS 64
+
 /* What one hs_unwind did. */
 struct hs_unwind_result {
     enum hs_unwind_stop stop;
@@ -108,12 +119,18 @@ struct hs_unwind_result {
     size_t copy_used;
     /* A read fell into a gap the copy left out (stop is then HS_UNWIND_TRUNCATED). */
     bool read_in_gap;
-    /* With stop HS_UNWIND_END: the longest parts of the span from byte 8 to copy_used that the
-     * unwind did not read, at least HS_STACK_GAP_MIN bytes each, lowest first (a gap the copy
-     * left out is one of them, or inside one): the same unwind of a copy without them gives
-     * the same frames. */
+    /* With stop HS_UNWIND_END: the HS_UNWIND_UNREAD longest parts of the span from byte 8 to
+     * copy_used that the unwind did not read, at least HS_STACK_GAP_MIN bytes each, lowest
+     * first (a gap the copy left out is one of them, or inside one): the same unwind of a copy
+     * without them gives the same frames. More than a sample's HS_STACK_GAPS, so that the
+     * daemon can find those that stay unread from sample to sample among them. */
     unsigned nunread;
-    struct hs_stack_gap unread[HS_STACK_GAPS];
+    struct hs_stack_gap unread[HS_UNWIND_UNREAD];
+    /* With stop HS_UNWIND_END: the highest words the unwind read (the outermost frames' return
+     * addresses and saved registers), highest first. Where two unwinds read the same words with
+     * the same values, from the top down, the same activations were on the stack. */
+    unsigned nouter;
+    struct hs_unwind_word outer[HS_UNWIND_OUTER_READS];
 };
 
 /* Totals since hs_unwinder_new, and the current size of the state. */

@@ -547,10 +547,11 @@ static int placement(void)
 
 /* big_frames: allocations under two frames with big locals (the shape of sqlite3's shell,
  * whose outer frames hold KiB of buffers), then under a chain of small frames that lies where
- * those locals were. The daemon learns from the first sample of each phase (a pause lets it
- * read that sample first): the copies of the first phase leave the locals out (stack_gap.h);
- * the first sample of the second phase needs words there, ends truncated, and the thread's
- * later copies have no gaps. */
+ * those locals were. Each phase starts with three samples from alternating stack pointers, a
+ * pause after each so that the daemon reads it before the next: the daemon notes as gaps only
+ * parts that call paths kept unread for half a second. The later copies of the first phase
+ * leave the locals out (stack_gap.h); the first sample of the second phase needs words there,
+ * ends truncated, and the thread's later copies have no gaps. */
 #define BIG_FRAMES_ALLOCS 500
 
 static void pause_ms(long ms)
@@ -573,12 +574,23 @@ NOINLINE void *site_over_gap(void)
     return p;
 }
 
+NOINLINE static void *one_deeper(void *(*site)(void))
+{
+    void *p = site();
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
 static void allocate_phase(void *(*site)(void))
 {
     free(site());
-    pause_ms(500);
+    pause_ms(300);
+    free(one_deeper(site));
+    pause_ms(700); /* the daemon notes a gap that stayed unread for half a second */
+    free(site());
+    pause_ms(300);
     for (int i = 0; i < BIG_FRAMES_ALLOCS; i++)
-        free(site());
+        free(i & 1 ? one_deeper(site) : site());
 }
 
 NOINLINE static unsigned big_inner(void)
