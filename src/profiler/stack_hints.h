@@ -10,10 +10,11 @@
  * does not move while the thread lives. So it notes, per thread, the address above which the
  * last complete unwind read nothing, and the client copies up to that address instead.
  *
- * It also notes the largest parts of the thread's stack below that address that its last two
- * complete unwinds, from different stack pointers, both did not read (stack_gap.h: the locals of
- * big outer frames; profiled_process.c decides), at most HS_STACK_GAPS of at least
- * HS_STACK_GAP_MIN bytes, and the client leaves them out of its copies too. A sample whose
+ * It also notes the largest parts of the thread's stack below that address that its complete
+ * unwinds kept unread (stack_gap.h: the locals of big outer frames; profiled_process.c decides
+ * which: from different stack pointers, under the same outer frames, for a while), at most
+ * HS_STACK_GAPS of at least HS_STACK_GAP_MIN bytes, and the client leaves them out of its
+ * copies too. A sample whose
  * unwind needs a word of a part left out ends truncated, and the daemon then notes no more gaps
  * for that thread (hs_stack_hint_refuse_gaps): one truncated sample, then copies without gaps.
  *

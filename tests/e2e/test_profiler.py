@@ -239,8 +239,9 @@ class ProfilerTest(unittest.TestCase):
         # different stack pointers left them unread for half a second, the daemon notes them as
         # gaps and the client leaves them out (stack_gap.h). Then 200 small frames over the
         # same addresses: the first sample of that phase needs words where the gaps were, ends
-        # truncated, and the thread's later copies have no gaps. Each phase pauses after each
-        # of its first three samples, so that the daemon has read it before the next.
+        # truncated, and the thread's later copies have no gaps. Each phase pauses after its
+        # first sample and its first two rounds, so that the daemon has read them before the
+        # next.
         self.profile("-i", "1", "--", WORKLOAD, "big_frames")
         with open(os.path.join(self.dir, "heapprofd.log")) as f:
             log = f.read()
@@ -254,8 +255,8 @@ class ProfilerTest(unittest.TestCase):
                       r"one", log)
         self.assertIsNotNone(m, log)
         self.assertEqual(m.group(2), "1", log)
-        # 500 of about 1,000 samples leave out about 9,000 bytes.
-        self.assertGreater(int(m.group(1)), 3500, log)
+        # Some 800 of about 1,700 samples leave out about 9,000 bytes.
+        self.assertGreater(int(m.group(1)), 3000, log)
         out = subprocess.run([CLI, "report", "-q", "--value", "alloc_objects", "-f", "folded",
                               self.final()], capture_output=True, text=True, check=True).stdout
         whole = {"site_under_big": 0, "site_over_gap": 0}
@@ -269,7 +270,7 @@ class ProfilerTest(unittest.TestCase):
                 (whole if whole_stack else cut)[leaf] += int(number)
                 if leaf == "site_under_big":
                     self.assertIn("big_inner", frames, line[:300])
-        self.assertEqual(whole, {"site_under_big": 503, "site_over_gap": 502}, out[:2000])
+        self.assertEqual(whole, {"site_under_big": 849, "site_over_gap": 848}, out[:2000])
         self.assertEqual(cut, {"site_under_big": 0, "site_over_gap": 1}, out[:2000])
 
     def test_call_sites_symbolized_while_the_program_runs(self):

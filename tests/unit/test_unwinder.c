@@ -498,6 +498,13 @@ static void test_gaps(void)
         struct hs_unwind_result res, res2;
         size_t nfull = hs_unwind(u, &c->regs, c->stack, c->len, full, MAX_FRAMES, &res);
         check_same(c, full, nfull, &res);
+        /* Not asked for: the same unwind, without the parts. */
+        hs_unwinder_want_parts(u, false);
+        size_t n0 = hs_unwind(u, &c->regs, c->stack, c->len, pcs, MAX_FRAMES, &res);
+        CHECK(n0 == nfull && !res.parts_known && res.nunread == 0 && res.nouter == 0);
+        hs_unwinder_want_parts(u, true);
+        nfull = hs_unwind(u, &c->regs, c->stack, c->len, full, MAX_FRAMES, &res);
+        CHECK(res.parts_known && res.nouter > 0 && res.outer[0].off + 8 == res.copy_used);
         CHECK(res.nunread >= HS_STACK_GAPS && res.nunread <= HS_UNWIND_UNREAD);
         CHECK(hs_stack_gaps_in_order(res.unread, res.nunread, c->len));
         /* The capture's own frame (its locals, below the first word read), then the

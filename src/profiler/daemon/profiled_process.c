@@ -500,7 +500,12 @@ static void note_stack_end(struct hs_profiled_process *p, const struct hs_record
                            const struct hs_unwind_result *res, uint64_t now_ns)
 {
     struct hs_stack_hints *h = hs_stack_hints_of(p->rb.meta);
-    if (res->stop == HS_UNWIND_END && res->copy_used > 0) {
+    if (res->stop == HS_UNWIND_END && res->copy_used > 0 && !res->parts_known) {
+        struct hs_stack_range gaps[HS_STACK_GAPS];
+        unsigned n;
+        hs_stack_hint_lookup_gaps(h, m->tid, gaps, &n); /* the gaps as noted */
+        hs_stack_hint_learn_gaps(h, m->tid, m->regs.rsp + res->copy_used, gaps, n);
+    } else if (res->stop == HS_UNWIND_END && res->copy_used > 0) {
         struct hs_stack_range now[HS_UNWIND_UNREAD], gaps[HS_STACK_GAPS];
         for (unsigned i = 0; i < res->nunread; i++) {
             now[i].lo = m->regs.rsp + res->unread[i].off;
@@ -549,6 +554,8 @@ static void apply_malloc(struct hs_profiled_process *p, const struct hs_record_m
     uintptr_t pcs[MAX_PCS];
     struct hs_unwind_result res;
     uint64_t t0 = hs_monotonic_ns();
+    /* The parts an unwind left unread change slowly: looked for in 1 sample in 8. */
+    hs_unwinder_want_parts(p->unwinder, (p->st.mallocs & 7) == 0);
     size_t n = hs_unwind_gapped(p->unwinder, &m->regs, stack, m->stack_len, m->gaps, m->ngaps, pcs,
                                 MAX_PCS, &res);
     if (res.stop == HS_UNWIND_UNKNOWN_MAP && maps_worth_rereading(p, res.stop_pc, t0) &&

@@ -31,6 +31,7 @@
 #include <libelf.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +195,7 @@ struct hs_unwinder {
 
     struct hs_unwind_stats st;
     struct sample cur;
+    bool no_parts; /* hs_unwinder_want_parts(false) */
 };
 
 /* ---- Small helpers ----------------------------------------------------------------------- */
@@ -866,6 +868,11 @@ void hs_unwinder_flush_cache(struct hs_unwinder *u)
     rules_clear(u);
 }
 
+void hs_unwinder_want_parts(struct hs_unwinder *u, bool want)
+{
+    u->no_parts = !want;
+}
+
 void hs_unwinder_stats(const struct hs_unwinder *u, struct hs_unwind_stats *out)
 {
     *out = u->st;
@@ -1201,7 +1208,8 @@ size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs
     struct hs_unwind_result local;
     if (!res)
         res = &local;
-    memset(res, 0, sizeof *res);
+    memset(res, 0, offsetof(struct hs_unwind_result, nunread)); /* not the arrays: 1.1 KiB */
+    res->nunread = res->nouter = 0;
     struct sample *c = &u->cur;
     c->stack = stack;
     c->base = regs->rsp;
@@ -1228,8 +1236,10 @@ size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs
 
     res->copy_used = c->used;
     res->read_in_gap = c->read_in_gap;
-    if (res->stop == HS_UNWIND_END)
+    if (res->stop == HS_UNWIND_END && !u->no_parts) {
         find_unread(c, res);
+        res->parts_known = true;
+    }
     c->stack = NULL;
     c->len = 0;
     c->gaps = NULL;

@@ -70,6 +70,7 @@
 #include "stack_gap.h"
 #include "unwind_regs.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -119,6 +120,9 @@ struct hs_unwind_result {
     size_t copy_used;
     /* A read fell into a gap the copy left out (stop is then HS_UNWIND_TRUNCATED). */
     bool read_in_gap;
+    /* unread and outer were filled: stop is HS_UNWIND_END and the unwinder was asked for them
+     * (hs_unwinder_want_parts). The fields below are not zeroed otherwise. */
+    bool parts_known;
     /* With stop HS_UNWIND_END: the HS_UNWIND_UNREAD longest parts of the span from byte 8 to
      * copy_used that the unwind did not read, at least HS_STACK_GAP_MIN bytes each, lowest
      * first (a gap the copy left out is one of them, or inside one): the same unwind of a copy
@@ -199,6 +203,11 @@ size_t hs_unwind(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const
 size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs, const void *stack,
                         size_t stack_len, const struct hs_stack_gap *gaps, unsigned ngaps,
                         uintptr_t *pcs, size_t max, struct hs_unwind_result *res);
+
+/* Whether complete unwinds fill hs_unwind_result.unread and .outer (default: yes). Finding them
+ * sorts the words read: a caller that needs them now and then (the profiler's daemon, 1 sample
+ * in 8) asks for them only then. */
+void hs_unwinder_want_parts(struct hs_unwinder *u, bool want);
 
 /* Copies the totals into *out. */
 void hs_unwinder_stats(const struct hs_unwinder *u, struct hs_unwind_stats *out);

@@ -547,12 +547,12 @@ static int placement(void)
 
 /* big_frames: allocations under two frames with big locals (the shape of sqlite3's shell,
  * whose outer frames hold KiB of buffers), then under a chain of small frames that lies where
- * those locals were. Each phase starts with three samples from alternating stack pointers, a
- * pause after each so that the daemon reads it before the next: the daemon notes as gaps only
- * parts that call paths kept unread for half a second. The later copies of the first phase
- * leave the locals out (stack_gap.h); the first sample of the second phase needs words there,
- * ends truncated, and the thread's later copies have no gaps. */
-#define BIG_FRAMES_ALLOCS 500
+ * those locals were. Each phase starts with one sample, then two rounds of samples from
+ * rotating stack pointers, a pause after each so that the daemon reads them before the next:
+ * the daemon notes as gaps only parts that call paths kept unread for 200 ms. The later copies
+ * of the first phase leave the locals out (stack_gap.h); the first sample of the second phase
+ * needs words there, ends truncated, and the thread's later copies have no gaps. */
+#define BIG_FRAMES_ALLOCS 800
 
 static void pause_ms(long ms)
 {
@@ -581,16 +581,30 @@ NOINLINE static void *one_deeper(void *(*site)(void))
     return p;
 }
 
+NOINLINE static void *two_deeper(void *(*site)(void))
+{
+    void *p = one_deeper(site);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+/* From three stack pointers in turn: whichever samples the daemon studies (1 in 8), two in a
+ * row come from different ones. */
+static void allocate_rotating(void *(*site)(void), int n)
+{
+    for (int i = 0; i < n; i++)
+        free(i % 3 == 0 ? site() : i % 3 == 1 ? one_deeper(site) : two_deeper(site));
+}
+
 static void allocate_phase(void *(*site)(void))
 {
-    free(site());
+    free(site()); /* alone: with the gaps of an earlier phase, the one truncated copy */
     pause_ms(300);
-    free(one_deeper(site));
-    pause_ms(700); /* the daemon notes a gap that stayed unread for half a second */
-    free(site());
+    allocate_rotating(site, 24);
+    pause_ms(300); /* the daemon notes a gap that stayed unread for 200 ms */
+    allocate_rotating(site, 24);
     pause_ms(300);
-    for (int i = 0; i < BIG_FRAMES_ALLOCS; i++)
-        free(i & 1 ? one_deeper(site) : site());
+    allocate_rotating(site, BIG_FRAMES_ALLOCS);
 }
 
 NOINLINE static unsigned big_inner(void)
