@@ -19,7 +19,7 @@ static size_t malloc_record(uint32_t stack_len, const struct hs_stack_gap *gaps,
     m->type = HS_RECORD_MALLOC;
     m->stack_len = stack_len;
     m->ngaps = ngaps;
-    if (ngaps <= HS_STACK_GAPS)
+    if (ngaps > 0 && ngaps <= HS_STACK_GAPS)
         memcpy(m->gaps, gaps, ngaps * sizeof gaps[0]);
     return sizeof *m + stack_len;
 }

@@ -508,13 +508,13 @@ static void test_gaps(void)
         CHECK(res.nunread >= HS_STACK_GAPS && res.nunread <= HS_UNWIND_UNREAD);
         CHECK(hs_stack_gaps_in_order(res.unread, res.nunread, c->len));
         /* The capture's own frame (its locals, below the first word read), then the
-         * fixture's 600-byte buffers. */
-        unsigned buffers = 0;
+         * fixture's 600-byte buffers (more with a sanitizer's redzones). */
+        unsigned big = 0;
         for (unsigned i = 0; i < res.nunread; i++) {
             CHECK(res.unread[i].len >= HS_STACK_GAP_MIN);
-            buffers += res.unread[i].len < 700;
+            big += res.unread[i].len >= 600;
         }
-        CHECK(buffers >= 2);
+        CHECK(big >= 3);
         CHECK(!res.read_in_gap);
         /* A sample leaves out at most HS_STACK_GAPS of them: the lowest. */
         unsigned ng = res.nunread < HS_STACK_GAPS ? res.nunread : HS_STACK_GAPS;
