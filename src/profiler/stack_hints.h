@@ -14,9 +14,10 @@
  * unwinds kept unread (stack_gap.h: the locals of big outer frames; profiled_process.c decides
  * which: from different stack pointers, under the same outer frames, for a while), at most
  * HS_STACK_GAPS of at least HS_STACK_GAP_MIN bytes, and the client leaves them out of its
- * copies too. A sample whose
- * unwind needs a word of a part left out ends truncated, and the daemon then notes no more gaps
- * for that thread (hs_stack_hint_refuse_gaps): one truncated sample, then copies without gaps.
+ * copies too. A sample whose unwind needs a word of a part left out ends truncated, and the
+ * daemon then notes no more gaps for that thread (hs_stack_hint_refuse_gaps): the samples the
+ * thread takes until the daemon has read that one are truncated too, the later ones copied
+ * without gaps.
  *
  * The notes live in the ring buffer's metadata page (hs_rb_meta.reader_notes): 96 slots of
  * (tid, end, gaps), slot tid % 96, written by the daemon only. The daemon writes a slot when a
