@@ -488,6 +488,43 @@ static bool maps_worth_rereading(struct hs_profiled_process *p, uintptr_t pc, ui
     return p->rereads_in_window++ < NEW_PC_REREADS_PER_SECOND;
 }
 
+/* Studies the parts the complete unwind res of sample m left unread (res->parts_known): the
+ * thread's candidates and what it keeps of this unwind for the next (struct unread_seen).
+ * Returns the gaps to note (stable_candidates), none when no candidate has lasted. */
+static unsigned study_unread(struct hs_profiled_process *p, const struct hs_record_malloc *m,
+                             const struct hs_unwind_result *res, uint64_t now_ns,
+                             struct hs_stack_range gaps[HS_STACK_GAPS])
+{
+    struct hs_stack_range now[HS_UNWIND_UNREAD];
+    for (unsigned i = 0; i < res->nunread; i++) {
+        now[i].lo = m->regs.rsp + res->unread[i].off;
+        now[i].hi = now[i].lo + res->unread[i].len;
+    }
+    struct unread_seen *seen = &p->unread_seen[m->tid % HS_STACK_HINT_SLOTS];
+    if (seen->tid != m->tid)
+        seen->ncand = 0;
+    if (seen->tid == m->tid && seen->rsp != m->regs.rsp) {
+        struct hs_stack_range common[HS_UNWIND_UNREAD], fresh[HS_UNWIND_UNREAD];
+        unsigned nc = hs_stack_ranges_common(seen->part, seen->n, now, res->nunread, common,
+                                             HS_UNWIND_UNREAD);
+        uint64_t floor = stable_floor(seen, m, res);
+        unsigned nf = 0;
+        for (unsigned i = 0; i < nc; i++)
+            if (common[i].lo > floor) /* (a part lies whole above or below a word read) */
+                fresh[nf++] = common[i];
+        update_candidates(seen, fresh, nf, now_ns);
+    }
+    seen->tid = m->tid;
+    seen->rsp = m->regs.rsp;
+    seen->n = res->nunread;
+    memcpy(seen->part, now, res->nunread * sizeof now[0]);
+    seen->nouter = res->nouter;
+    for (unsigned i = 0; i < res->nouter; i++)
+        seen->outer[i] =
+            (struct hs_unwind_word){m->regs.rsp + res->outer[i].off, res->outer[i].val};
+    return stable_candidates(seen, now_ns, gaps);
+}
+
 /* Tells the client how much of this thread's stack its next samples need (stack_hints.h):
  * up to where this complete unwind stopped reading, without the longest parts below that it and
  * the thread's last complete unwind from another stack pointer both left unread, inside the
@@ -500,43 +537,12 @@ static void note_stack_end(struct hs_profiled_process *p, const struct hs_record
                            const struct hs_unwind_result *res, uint64_t now_ns)
 {
     struct hs_stack_hints *h = hs_stack_hints_of(p->rb.meta);
-    if (res->stop == HS_UNWIND_END && res->copy_used > 0 && !res->parts_known) {
+    if (res->stop == HS_UNWIND_END && res->copy_used > 0) {
         struct hs_stack_range gaps[HS_STACK_GAPS];
-        unsigned n;
-        hs_stack_hint_lookup_gaps(h, m->tid, gaps, &n); /* the gaps as noted */
-        hs_stack_hint_learn_gaps(h, m->tid, m->regs.rsp + res->copy_used, gaps, n);
-    } else if (res->stop == HS_UNWIND_END && res->copy_used > 0) {
-        struct hs_stack_range now[HS_UNWIND_UNREAD], gaps[HS_STACK_GAPS];
-        for (unsigned i = 0; i < res->nunread; i++) {
-            now[i].lo = m->regs.rsp + res->unread[i].off;
-            now[i].hi = now[i].lo + res->unread[i].len;
-        }
-        struct unread_seen *seen = &p->unread_seen[m->tid % HS_STACK_HINT_SLOTS];
-        if (seen->tid != m->tid)
-            seen->ncand = 0;
-        if (seen->tid == m->tid && seen->rsp != m->regs.rsp) {
-            struct hs_stack_range common[HS_UNWIND_UNREAD], fresh[HS_UNWIND_UNREAD];
-            unsigned nc = hs_stack_ranges_common(seen->part, seen->n, now, res->nunread, common,
-                                                 HS_UNWIND_UNREAD);
-            uint64_t floor = stable_floor(seen, m, res);
-            unsigned nf = 0;
-            for (unsigned i = 0; i < nc; i++)
-                if (common[i].lo > floor) /* (a part lies whole above or below a word read) */
-                    fresh[nf++] = common[i];
-            update_candidates(seen, fresh, nf, now_ns);
-        }
-        unsigned n = stable_candidates(seen, now_ns, gaps);
+        unsigned n = res->parts_known ? study_unread(p, m, res, now_ns, gaps) : 0;
         if (n == 0)
             hs_stack_hint_lookup_gaps(h, m->tid, gaps, &n); /* the gaps as noted */
         hs_stack_hint_learn_gaps(h, m->tid, m->regs.rsp + res->copy_used, gaps, n);
-        seen->tid = m->tid;
-        seen->rsp = m->regs.rsp;
-        seen->n = res->nunread;
-        memcpy(seen->part, now, res->nunread * sizeof now[0]);
-        seen->nouter = res->nouter;
-        for (unsigned i = 0; i < res->nouter; i++)
-            seen->outer[i] =
-                (struct hs_unwind_word){m->regs.rsp + res->outer[i].off, res->outer[i].val};
     } else if (res->read_in_gap) {
         if (hs_stack_hint_refuse_gaps(h, m->tid))
             p->st.gaps_refused++;

@@ -152,6 +152,7 @@ struct sample {
     size_t used;      /* the span's bytes up to the end of the highest word read (copy_read) */
     struct hs_unwind_word reads[MAX_READS]; /* the words read, in the order read */
     unsigned nreads;              /* how many are in reads; MAX_READS + 1 once it overflowed */
+    bool keep_reads;              /* reads is kept (hs_unwinder_want_parts) */
     bool stack_map_known;         /* stack_lo/hi computed (lazily: only libdwfl needs them) */
     uintptr_t stack_lo, stack_hi; /* the mapping holding base, or 0, 0 */
     bool read_past_end;           /* a read fell past the copy inside the stack */
@@ -221,6 +222,8 @@ static inline bool copy_read(struct sample *s, uint64_t addr, uint64_t *out)
     if (off + 8 > s->used)
         s->used = off + 8;
     memcpy(out, s->stack + at, 8);
+    if (!s->keep_reads)
+        return true;
     if (s->nreads < MAX_READS)
         s->reads[s->nreads++] = (struct hs_unwind_word){off, *out};
     else
@@ -1220,6 +1223,7 @@ size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs
     if (c->len > UINTPTR_MAX - c->base)
         c->len = UINTPTR_MAX - c->base;
     c->read_in_gap = false;
+    c->keep_reads = !u->no_parts;
     c->nreads = 0;
     c->used = 0;
     c->stack_map_known = false;
@@ -1236,7 +1240,7 @@ size_t hs_unwind_gapped(struct hs_unwinder *u, const struct hs_unwind_regs *regs
 
     res->copy_used = c->used;
     res->read_in_gap = c->read_in_gap;
-    if (res->stop == HS_UNWIND_END && !u->no_parts) {
+    if (res->stop == HS_UNWIND_END && c->keep_reads) {
         find_unread(c, res);
         res->parts_known = true;
     }
