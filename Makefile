@@ -68,6 +68,7 @@ bench: deps
 	@sh bench/guard.sh $(BUILD)
 	@sh bench/leaks.sh $(BUILD)
 	@sh bench/leak_exit.sh $(BUILD)
+	@sh bench/record_fork.sh $(BUILD)
 	@sh bench/report.sh $(BUILD)
 	@sh bench/symbolize.sh $(BUILD)
 	@sh bench/profile.sh $(BUILD)

@@ -110,4 +110,8 @@ void hs_md_record_write_at_exit(void);
 void hs_md_record_lock(void);
 void hs_md_record_unlock(void);
 
+/* How many places the last hs_md_record_lock waited on: those handed out since the one before
+ * (or since the table was last written), not the whole table. */
+uint64_t hs_md_record_fork_checked(void);
+
 #endif
