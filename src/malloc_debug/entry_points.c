@@ -12,6 +12,7 @@
  */
 #include "debug_alloc.h"
 #include "debug_state.h"
+#include "pointer_table.h"
 #include "libc_malloc.h"
 #include "guarded.h"
 #include "record_allocs.h"
@@ -122,6 +123,41 @@ static __attribute__((noinline)) void *malloc_slow(size_t size)
     return hs_md_debug_malloc(size);
 }
 
+/* While the shim runs its own code (hs_md_in_shim), what glibc allocates for it goes straight
+ * to glibc, and so do the frees. But such a call may also free or resize a block the program
+ * allocated through the debug paths: dlopen and dlsym first free the thread's last dlerror
+ * message, which a failed dlopen of the program's left behind. That block has its record or
+ * header in front of it, and glibc's free of it aborts the program ("double free or
+ * corruption"; the leak report's dlopen of the symbols plug-in at exit did). The pointer table
+ * knows every such block when it is on, and no block glibc handed to the shim, so a block it
+ * knows takes the debug path. */
+static bool program_block_in_shim(const void *ptr)
+{
+    return hs_md_in_shim && ptr && hs_md_mode_now() == HS_MD_DEBUG && hs_md.track &&
+           hs_md_ptr_find(ptr, NULL);
+}
+
+static void free_slow(void *ptr);
+static void *realloc_slow(void *ptr, size_t size);
+
+/* The program's block, freed or resized from the shim's code: as the program's own call. */
+static __attribute__((noinline)) void free_program_block(void *ptr)
+{
+    int depth = hs_md_in_shim;
+    hs_md_in_shim = 0;
+    free_slow(ptr);
+    hs_md_in_shim = depth;
+}
+
+static __attribute__((noinline)) void *realloc_program_block(void *ptr, size_t size)
+{
+    int depth = hs_md_in_shim;
+    hs_md_in_shim = 0;
+    void *p = realloc_slow(ptr, size);
+    hs_md_in_shim = depth;
+    return p;
+}
+
 static __attribute__((noinline)) void free_slow(void *ptr)
 {
     if (DEBUG_NOW()) {
@@ -133,6 +169,10 @@ static __attribute__((noinline)) void free_slow(void *ptr)
             recorded_free(ptr);
         else
             hs_md_debug_free(ptr);
+        return;
+    }
+    if (program_block_in_shim(ptr)) {
+        free_program_block(ptr);
         return;
     }
     int mode = slow_mode();
@@ -182,6 +222,8 @@ static __attribute__((noinline)) void *realloc_slow(void *ptr, size_t size)
 {
     if (DEBUG_NOW() && !RECORDING())
         return hs_md_debug_realloc(ptr, size);
+    if (program_block_in_shim(ptr))
+        return realloc_program_block(ptr, size);
     int mode = slow_mode();
     if (mode == HS_MD_SAMPLING)
         return hs_md_sampled_realloc(ptr, size);

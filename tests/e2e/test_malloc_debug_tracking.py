@@ -197,6 +197,23 @@ class Tracking(Case):
         r = run([TRACK, "calloc_leaks"], "verify_pointers")
         self.assertEqual((r.returncode, r.log, r.values["calloc_zero"]), (0, [], "1"))
 
+    def test_failed_dlopen_then_leak_report(self):
+        # The program's failed dlopen leaves its message (allocated through the debug paths) to
+        # glibc, which frees it in the shim's own dlopen of the symbols plug-in at exit: that
+        # free takes the debug path, not glibc's (which aborted the program).
+        for options in ("backtrace leak_track", "backtrace leak_track verify_pointers",
+                        "backtrace free_track leak_track", "backtrace guard leak_track"):
+            with self.subTest(options=options):
+                r = run([TRACK, "failed_dlopen"], options)
+                self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+                self.assertEqual(r.values["dlopen_failed"], "1")
+                self.assertNotIn(DIVIDER, r.log)
+                # Beside it, glibc's dlerror state (its message and record) is live at exit.
+                leaked = [line for line in r.log if "leaked block of size 55 " in line]
+                self.assertEqual(len(leaked), 1, r.log)
+                self.assertRegex(leaked[0], r"^\+\+\+ md_track leaked block of size 55 at %s "
+                                 r"\(leak [1-3] of 3\)$" % r.values["leaked"])
+
     def test_backtrace_size_filters(self):
         r = run([TRACK, "leaks"], "backtrace leak_track backtrace_min_size=100")
         self.assertEqual(log_without_frames(r.log), [

@@ -106,6 +106,18 @@ static int calloc_leaks(void)
     return 0;
 }
 
+/* A failed dlopen leaves its message, allocated through the debug paths, to the thread's
+ * dlerror state; glibc frees it at the next dl* call, which may be the shim's own (the leak
+ * report's dlopen of the symbols plug-in at exit). Then one block leaks. */
+static int failed_dlopen(void)
+{
+    void *h = dlopen("/nonexistent/heapscope-e2e.so", RTLD_NOW);
+    const char *err = dlerror();
+    printf("dlopen_failed=%d\n", h == NULL && err != NULL && strstr(err, "heapscope-e2e") != NULL);
+    announce("leaked", make(55));
+    return 0;
+}
+
 /* Leaks from two call paths: 300 blocks of 32 bytes from make_small, 100 of 40 to 49 bytes
  * from make_mixed, and one of 1000 bytes from make. */
 static __attribute__((noinline)) void *make_small(void)
@@ -288,6 +300,8 @@ int main(int argc, char **argv)
         return calloc_leaks();
     if (!strcmp(s, "many_leaks"))
         return many_leaks();
+    if (!strcmp(s, "failed_dlopen"))
+        return failed_dlopen();
     if (!strcmp(s, "stray"))
         return stray();
     if (!strcmp(s, "tag_after_free"))
