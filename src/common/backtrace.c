@@ -212,7 +212,7 @@ static void put_line(const struct line_out *o, const char *fmt, ...)
     va_end(ap);
 }
 
-static bool find_map(struct symbolizer *s, uintptr_t addr);
+static bool find_map(struct symbolizer *s, uintptr_t pc);
 
 /* What a frame line says after "pc ". */
 struct frame_desc {
@@ -365,23 +365,28 @@ void hs_backtrace_printer_free(struct hs_backtrace_printer *p)
     hs_arena_free(p->arena, p, sizeof(*p));
 }
 
-static bool find_map(struct symbolizer *s, uintptr_t addr)
+/* The mapping of the code at pc, into s->map. Only an executable mapping holds code: where a
+ * library the program has unloaded was, the printer's own read-only mappings of the ELF files
+ * it reads symbols from may lie now (the kernel reuses the hole), and a frame of the unloaded
+ * library was named as one of such a file (the program's own, at the unloaded library's
+ * offset). Such a frame is unknown. */
+static bool find_map(struct symbolizer *s, uintptr_t pc)
 {
     struct hs_backtrace_printer *p = s->printer;
     if (!p)
-        return hs_maps_find(0, addr, &s->map);
+        return hs_maps_find(0, pc, &s->map) && (s->map.perms & HS_MAP_EXEC);
     if (!p->maps_read) {
         p->maps_read = true;
         hs_maps_snapshot_read(&p->maps, 0);
     }
-    if (hs_maps_snapshot_find(&p->maps, addr, &s->map))
-        return true;
+    if (hs_maps_snapshot_find(&p->maps, pc, &s->map))
+        return (s->map.perms & HS_MAP_EXEC) != 0;
     /* Mapped after the snapshot (a dlopen'ed library)? */
     if (p->rereads >= MAX_MAPS_REREADS)
         return false;
     p->rereads++;
     hs_maps_snapshot_read(&p->maps, 0);
-    return hs_maps_snapshot_find(&p->maps, addr, &s->map);
+    return hs_maps_snapshot_find(&p->maps, pc, &s->map) && (s->map.perms & HS_MAP_EXEC);
 }
 
 /* A copy of text[0, len) in the printer's chunks, or NULL. */

@@ -108,7 +108,9 @@ void hs_backtrace_format(const uintptr_t *frames, size_t n,
  * `arena` (no malloc); if the arena runs out, frames are printed without being remembered.
  * A printer belongs to one thread at a time and is not async-signal-safe (the arena takes
  * locks). Mappings that change while it lives (dlclose, then another library at the same
- * address) keep the text first printed for a pc: use one printer per report.
+ * address) keep the text first printed for a pc: use one printer per report. Only an
+ * executable mapping names a frame (both paths): the pc of a library unloaded since is
+ * <unknown>, whatever was mapped there after it.
  * hs_backtrace_printer_new returns NULL when the arena is out of memory. */
 struct hs_arena;
 struct hs_backtrace_printer;

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
+#include "arena.h"
 #include "backtrace.h"
 #include "check.h"
 #include "log.h"
@@ -16,6 +17,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libunwind.h>
 #include <limits.h>
 #include <link.h>
@@ -456,6 +458,33 @@ static void test_special_frames(void)
     CHECK_STREQ(f.path, "<unknown>");
     CHECK_STREQ(f.sym, "");
     munmap(anon, 4096);
+
+    /* A pc in a mapping that holds no code: a read-only mapping of an ELF file, such as the
+     * printers' own of the files they read symbols from, which the kernel may place where a
+     * library the program unloaded was. Its frames are unknown, not the file's. */
+    check_context("read-only file mapping");
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    CHECK(fd >= 0);
+    void *ro = mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, fd, 0);
+    CHECK(ro != MAP_FAILED);
+    close(fd);
+    uintptr_t stale[] = {(uintptr_t)ro + 0x1121};
+    log_frames(stale, 1);
+    CHECK_EQ(g_nlines, 1);
+    parse_frame(msg(0), &f);
+    CHECK(f.ok && f.pc == stale[0]);
+    CHECK_STREQ(f.path, "<unknown>");
+    static struct hs_arena arena = HS_ARENA_INIT;
+    struct hs_backtrace_printer *printer = hs_backtrace_printer_new(&arena);
+    CHECK(printer != NULL);
+    g_nlines = 0;
+    hs_backtrace_printer_log(printer, stale, 1);
+    CHECK_EQ(g_nlines, 1);
+    parse_frame(msg(0), &f);
+    CHECK(f.ok && f.pc == stale[0]);
+    CHECK_STREQ(f.path, "<unknown>");
+    hs_backtrace_printer_free(printer);
+    munmap(ro, 8192);
 
     check_context("libc");
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
