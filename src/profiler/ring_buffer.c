@@ -185,6 +185,16 @@ uint64_t hs_rb_used(const struct hs_rb *rb)
     return w - r > rb->size ? rb->size : w - r;
 }
 
+uint64_t hs_rb_write_pos(const struct hs_rb *rb)
+{
+    return __atomic_load_n(&rb->meta->write_pos, __ATOMIC_ACQUIRE);
+}
+
+bool hs_rb_read_reached(const struct hs_rb *rb, uint64_t pos)
+{
+    return (int64_t)(__atomic_load_n(&rb->meta->read_pos, __ATOMIC_ACQUIRE) - pos) >= 0;
+}
+
 const char *hs_rb_status_text(enum hs_rb_status st)
 {
     switch (st) {

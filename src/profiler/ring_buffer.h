@@ -253,6 +253,13 @@ void hs_rb_get_stats(const struct hs_rb *rb, struct hs_rb_stats *st);
  * for adaptive sampling: racy, clamped to the data size). */
 uint64_t hs_rb_used(const struct hs_rb *rb);
 
+/* Writer: where the next reservation starts (every record reserved so far lies below it). */
+uint64_t hs_rb_write_pos(const struct hs_rb *rb);
+
+/* Writer: true when the reader has consumed everything below pos (a position from
+ * hs_rb_write_pos). The reader's word: a reader that lies can only shorten a wait. */
+bool hs_rb_read_reached(const struct hs_rb *rb, uint64_t pos);
+
 /* "ok", "empty", "pending", "buffer full", ... ("unknown" for a value out of range). */
 const char *hs_rb_status_text(enum hs_rb_status st);
 

@@ -339,6 +339,21 @@ class ProfilerTest(unittest.TestCase):
         self.assertRegex(text, r"maps read: [2-9] times")
         self.assertIn("0 unknown map", text)
 
+    def test_library_unloaded_right_after_its_sample(self):
+        # Each round loads the library, allocates once from it and unloads it at once: the
+        # dlclose waits until the daemon has read the sample (hs_client_sync_before_unmap), so
+        # it unwinds while the library is mapped. Before, these samples had no stack at all.
+        self.profile("-i", "1", "--", WORKLOAD, "dlclose", os.environ["HS_HP_LIB"])
+        profile = self.final()
+        out = subprocess.run([CLI, "report", "-q", "--value", "alloc_objects", "-f", "folded",
+                              profile], capture_output=True, text=True, check=True).stdout
+        self.assertNotIn("[no backtrace]", out)
+        stacks = [l for l in out.splitlines() if "hp_lib_alloc" in l]
+        self.assertEqual(len(stacks), 1, out)
+        self.assertIn("dlclosed (hp_workload.c", stacks[0])
+        self.assertTrue(stacks[0].endswith(" 20"), stacks[0])
+        self.assertIn("0 unknown map", comments(profile))
+
     @unittest.skipUnless(shutil.which("node"), "Node.js is not installed")
     def test_node_js_functions_named_from_the_perf_map(self):
         script = os.path.join(self.dir, "buffers.js")

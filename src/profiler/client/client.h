@@ -104,6 +104,14 @@ void hs_client_publish(const struct hs_rb_reservation *res);
 bool hs_client_enter(void);
 void hs_client_leave(void);
 
+/* Before the program unmaps code (dlclose): waits until the daemon has read every record
+ * written so far, at most HS_CLIENT_UNMAP_WAIT_NS. The daemon unwinds a sample when it reads
+ * it, and reads the maps again when a pc lies outside those it knows: a sample taken in a
+ * library that is unloaded before the daemon read it had no stack at all. No wait without a
+ * session or when the daemon is up to date (the common case: one load). */
+void hs_client_sync_before_unmap(void);
+#define HS_CLIENT_UNMAP_WAIT_NS (100ull * 1000000ull)
+
 /* True unless this is a vfork child borrowing the session process's memory (vfork_guard.c);
  * a system call only after a vfork on this thread, or when the client does not interpose
  * vfork. */

@@ -249,6 +249,14 @@ static void want_rescan(int scans)
         ;
 }
 
+/* Called before each redirected dlclose (hs_got_set_before_dlclose), or NULL. */
+static void (*g_before_dlclose)(void);
+
+void hs_got_set_before_dlclose(void (*fn)(void))
+{
+    __atomic_store_n(&g_before_dlclose, fn, __ATOMIC_RELEASE);
+}
+
 static int hs_got_dlclose(void *handle)
 {
     sigset_t old;
@@ -257,6 +265,9 @@ static int hs_got_dlclose(void *handle)
     lock_acquire(&old);
     __atomic_fetch_add(&g.closing, 1, __ATOMIC_ACQ_REL);
     lock_release(&old);
+    void (*before)(void) = __atomic_load_n(&g_before_dlclose, __ATOMIC_ACQUIRE);
+    if (before)
+        before();
     int ret = g.real_dlclose(handle);
     want_rescan(1);
     __atomic_fetch_sub(&g.closing, 1, __ATOMIC_RELEASE);

@@ -83,6 +83,10 @@ struct hs_got_slot_info {
  * _dl_find_object). */
 int hs_got_init(const struct hs_got_hook *hooks, size_t n, const void *self_addr);
 
+/* fn (or NULL) runs before each dlclose made through a redirected slot, outside the module's
+ * lock: the client waits there until the daemon has read the samples taken so far. */
+void hs_got_set_before_dlclose(void (*fn)(void));
+
 /* Walks every loaded object (dl_iterate_phdr) and records the slots of each relocated object
  * not scanned yet; drops the records of objects no longer loaded; brings every recorded slot
  * to the state last asked for (replaced after hs_got_apply, original after hs_got_restore).

@@ -14,12 +14,14 @@
  * before any reuse of its address (heap_tracker.h orders records by them).
  */
 #include "client.h"
+#include "hs_assert.h"
 #include "libc_alloc.h"
 #include "sampled_set.h"
 #include "sampler.h"
 #include "stack_copy.h"
 #include "stack_hints.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdint.h>
@@ -239,6 +241,22 @@ __attribute__((constructor)) static void read_perturb(void)
 {
     const char *v = getenv("MALLOC_PERTURB_");
     g_perturb = v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+}
+
+/* dlclose: the daemon reads the samples taken so far before their code goes away
+ * (hs_client_sync_before_unmap), so that their stacks unwind. Preloaded, this definition is
+ * the program's dlclose; injected, got_hooks.c's wrapper does the same. */
+HS_EXPORT int dlclose(void *handle)
+{
+    static int (*real)(void *);
+    int (*fn)(void *) = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    if (fn == NULL) {
+        fn = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+        hs_assert(fn != NULL && fn != dlclose); /* libc's, after this library */
+        __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
+    }
+    hs_client_sync_before_unmap();
+    return fn(handle);
 }
 
 extern int __libc_mallopt(int param, int value);

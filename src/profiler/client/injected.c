@@ -107,6 +107,7 @@ HS_EXPORT int heapprofd_client_injected_init(void)
         return HS_INJECT_NO_SLOTS;
     if (!hs_client_arm())
         return HS_INJECT_SIGNAL_TAKEN;
+    hs_got_set_before_dlclose(hs_client_sync_before_unmap); /* as hooks.c's dlclose */
     __atomic_store_n(&g_injected, true, __ATOMIC_RELEASE);
     return HS_INJECT_OK;
 }

@@ -279,6 +279,34 @@ bool hs_client_write(size_t len, bool must_deliver, void (*fill)(void *dst, void
     return true;
 }
 
+void hs_client_sync_before_unmap(void)
+{
+    if (!hs_client_on() || hs_client_busy)
+        return;
+    uint64_t target = 0, deadline = 0;
+    bool have_target = false;
+    for (;;) {
+        /* Entered for each look only: a session that ends meanwhile unmaps the buffer. */
+        if (!hs_client_enter())
+            return;
+        if (!have_target) {
+            target = hs_rb_write_pos(&hs_client.rb);
+            have_target = true;
+        }
+        bool read = hs_rb_read_reached(&hs_client.rb, target);
+        hs_client_leave();
+        if (read)
+            return;
+        uint64_t now = hs_client_now_ns();
+        if (deadline == 0)
+            deadline = now + HS_CLIENT_UNMAP_WAIT_NS;
+        else if (now >= deadline)
+            return;
+        struct timespec ts = {0, 200000}; /* the daemon looks every 2 ms while records come */
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* ---- Starting a session ------------------------------------------------------------------- */
 
 /* Waits (up to ~100 ms) until no writer uses the previous session's buffer. */

@@ -279,6 +279,24 @@ static int dlopened(const char *path)
     return 0;
 }
 
+/* dlclose: 20 rounds of loading the library, one allocation from it, and unloading it at
+ * once, so that its sample is still in the buffer when the library goes away. */
+static int dlclosed(const char *path)
+{
+    for (int round = 0; round < 20; round++) {
+        void *lib = dlopen(path, RTLD_NOW);
+        void *(*alloc)(size_t) = lib ? (void *(*)(size_t))dlsym(lib, "hp_lib_alloc") : NULL;
+        if (alloc == NULL) {
+            fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+            return 3;
+        }
+        keep(alloc(1000));
+        dlclose(lib);
+    }
+    printf("dlclose done\n");
+    return 0;
+}
+
 /* serve: a steady churn through site_serve until the time is up or SIGTERM. */
 static volatile sig_atomic_t g_stop;
 
@@ -663,6 +681,8 @@ int main(int argc, char **argv)
         return custom();
     if (argc >= 3 && strcmp(argv[1], "dlopen") == 0)
         return dlopened(argv[2]);
+    if (argc >= 3 && strcmp(argv[1], "dlclose") == 0)
+        return dlclosed(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "serve") == 0)
         return serve(atoi(argv[2]));
     if (argc >= 2 && strcmp(argv[1], "big_frames") == 0)
@@ -670,6 +690,6 @@ int main(int argc, char **argv)
     if (argc >= 4 && strcmp(argv[1], "spin") == 0)
         return spin(atoi(argv[2]), atoi(argv[3]), argc >= 5 ? argv[4] : NULL);
     fprintf(stderr, "usage: hp_workload known|threads N|fork|short|custom|dlopen LIB|serve "
-                    "SECONDS|spin THREADS ROUNDS [LIB]|big_frames\n");
+                    "SECONDS|spin THREADS ROUNDS [LIB]|big_frames|dlclose LIB\n");
     return 2;
 }
