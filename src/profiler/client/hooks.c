@@ -14,7 +14,6 @@
  * before any reuse of its address (heap_tracker.h orders records by them).
  */
 #include "client.h"
-#include "hs_assert.h"
 #include "libc_alloc.h"
 #include "sampled_set.h"
 #include "sampler.h"
@@ -251,8 +250,9 @@ HS_EXPORT int dlclose(void *handle)
     static int (*real)(void *);
     int (*fn)(void *) = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
     if (fn == NULL) {
-        fn = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
-        hs_assert(fn != NULL && fn != dlclose); /* libc's, after this library */
+        fn = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose"); /* libc's, after this library */
+        if (fn == NULL)
+            return -1; /* cannot happen with glibc; the library stays loaded, as on an error */
         __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
     }
     hs_client_sync_before_unmap();
