@@ -175,6 +175,29 @@ class AttachTest(unittest.TestCase):
         self.assertEqual(per_site(profile, "inuse_space").get("hp_lib_alloc"), 1000 * 1000)
         self.assertIn("spin thread 1 checksum=", self.finish(prog))
 
+    def test_library_reloaded_after_attach(self):
+        # A plug-in loaded, used and unloaded in a loop comes back at the same address with its
+        # link map at the same place: each dlclose drops its record, so each load is hooked.
+        prog = self.start([WORKLOAD, "spin", "2", "4000", HP_LIB, "200"], "spinning pid=")
+        profiler = subprocess.Popen([CLI, "profile", "-i", "1", "-o", self.dir, "-p",
+                                     str(prog.pid), "--duration", "3"],
+                                    stderr=subprocess.PIPE, text=True, env=clean_env())
+        try:
+            for line in profiler.stderr:
+                if "profiling 1 process" in line:
+                    break
+            os.kill(prog.pid, signal.SIGUSR2)
+            self.assertEqual(prog.stdout.readline().strip(), "dlclose done")
+            _, err = profiler.communicate(timeout=60)
+        finally:
+            if profiler.poll() is None:
+                profiler.kill()
+        self.assertEqual(profiler.returncode, 0, err)
+        profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % prog.pid)
+        # Every load hooked, and every sample unwound (the dlclose waits for the daemon).
+        self.assertEqual(per_site(profile, "alloc_objects").get("hp_lib_alloc"), 200)
+        self.assertIn("spin thread 1 checksum=", self.finish(prog))
+
     def test_process_in_another_mount_namespace(self):
         libdir = os.path.dirname(CLIENT)
         script = 'mount -t tmpfs none "%s" && exec "$@"' % libdir

@@ -33,7 +33,9 @@
  * dlclose starts during a write); the next scan finishes the deferred writes. A dlclose that
  * does not go through a redirected slot (glibc's own, an unpatched object's) can still unmap
  * an object between the check and the write: an async-signal-safe apply or restore cannot
- * exclude that; the scan can.
+ * exclude that; the scan can. A dlclose through the wrapper scans once it returns, so that
+ * the unloaded object's record is gone before the object can be loaded again: back at the
+ * same place (base, link map, dynamic section, name), it would pass for the object recorded.
  *
  * Threads: hs_got_scan runs in one thread at a time (a trylock: a second scanner returns at
  * once, which also keeps a scan started from inside a dl_iterate_phdr callback of the program
@@ -271,6 +273,12 @@ static int hs_got_dlclose(void *handle)
     int ret = g.real_dlclose(handle);
     want_rescan(1);
     __atomic_fetch_sub(&g.closing, 1, __ATOMIC_RELEASE);
+    /* Drop the unloaded object's record now: loaded again at the same address with its link
+     * map at the same place (a plug-in reloaded in a loop), it would pass for the object
+     * recorded, and its fresh slots, no longer holding what was recorded, stayed glibc's. */
+    int saved_errno = errno;
+    hs_got_scan();
+    errno = saved_errno;
     return ret;
 }
 

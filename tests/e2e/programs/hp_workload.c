@@ -11,12 +11,16 @@
  *   hp_workload serve SECONDS  allocates and frees in a loop for SECONDS (or until SIGTERM),
  *                              then prints "serve done rounds=N checksum=X"; prints
  *                              "serving pid=P" once started
- *   hp_workload spin THREADS ROUNDS [LIB]
+ *   hp_workload spin THREADS ROUNDS [LIB [RELOADS]]
  *                              THREADS threads, each ROUNDS rounds of 64 frees and mallocs
  *                              through site_spin (1 ms apart), then one line per thread with a
  *                              checksum of the contents (the same in every run); prints
  *                              "spinning pid=P" once started. With LIB, SIGUSR2 makes the
- *                              main thread dlopen LIB and keep 1000 x 1000 B from it
+ *                              main thread dlopen LIB and keep 1000 x 1000 B from it; with
+ *                              RELOADS, instead load LIB, keep 1000 B from it and unload it,
+ *                              RELOADS times (prints "dlclose done")
+ *   hp_workload dlclose LIB    20 rounds of loading LIB, keeping 1000 B from it and unloading
+ *                              it at once; prints "dlclose done"
  *   hp_workload vfork          site_before_vfork, then a vforked child through site_vfork_child
  *                              (then _exit), then site_after_vfork in the parent, 100 x 100 B
  *                              each, all freed; prints "vfork done status=S"
@@ -279,11 +283,12 @@ static int dlopened(const char *path)
     return 0;
 }
 
-/* dlclose: 20 rounds of loading the library, one allocation from it, and unloading it at
- * once, so that its sample is still in the buffer when the library goes away. */
-static int dlclosed(const char *path)
+/* dlclose: rounds of loading the library, one allocation from it, and unloading it at once,
+ * so that its sample is still in the buffer when the library goes away (and the library comes
+ * back at the same address, with its link map at the same place). */
+static int dlclosed(const char *path, int rounds)
 {
-    for (int round = 0; round < 20; round++) {
+    for (int round = 0; round < rounds; round++) {
         void *lib = dlopen(path, RTLD_NOW);
         void *(*alloc)(size_t) = lib ? (void *(*)(size_t))dlsym(lib, "hp_lib_alloc") : NULL;
         if (alloc == NULL) {
@@ -389,7 +394,7 @@ static void *spin_thread(void *arg)
     return NULL;
 }
 
-static int spin(int num_threads, int rounds, const char *lib)
+static int spin(int num_threads, int rounds, const char *lib, int reloads)
 {
     struct spinner s[16];
     if (num_threads < 1 || num_threads > 16)
@@ -407,7 +412,7 @@ static int spin(int num_threads, int rounds, const char *lib)
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
         }
-        int rc = dlopened(lib);
+        int rc = reloads > 0 ? dlclosed(lib, reloads) : dlopened(lib);
         if (rc != 0)
             return rc;
     }
@@ -682,14 +687,15 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[1], "dlopen") == 0)
         return dlopened(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "dlclose") == 0)
-        return dlclosed(argv[2]);
+        return dlclosed(argv[2], 20);
     if (argc >= 3 && strcmp(argv[1], "serve") == 0)
         return serve(atoi(argv[2]));
     if (argc >= 2 && strcmp(argv[1], "big_frames") == 0)
         return big_frames();
     if (argc >= 4 && strcmp(argv[1], "spin") == 0)
-        return spin(atoi(argv[2]), atoi(argv[3]), argc >= 5 ? argv[4] : NULL);
+        return spin(atoi(argv[2]), atoi(argv[3]), argc >= 5 ? argv[4] : NULL,
+                    argc >= 6 ? atoi(argv[5]) : 0);
     fprintf(stderr, "usage: hp_workload known|threads N|fork|short|custom|dlopen LIB|serve "
-                    "SECONDS|spin THREADS ROUNDS [LIB]|big_frames|dlclose LIB\n");
+                    "SECONDS|spin THREADS ROUNDS [LIB [RELOADS]]|big_frames|dlclose LIB\n");
     return 2;
 }
