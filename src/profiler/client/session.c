@@ -285,6 +285,7 @@ void hs_client_sync_before_unmap(void)
         return;
     uint64_t target = 0, deadline = 0;
     bool have_target = false;
+    unsigned looks = 0;
     for (;;) {
         /* Entered for each look only: a session that ends meanwhile unmaps the buffer. */
         if (!hs_client_enter())
@@ -298,10 +299,15 @@ void hs_client_sync_before_unmap(void)
         if (read)
             return;
         uint64_t now = hs_client_now_ns();
-        if (deadline == 0)
+        if (deadline == 0) {
             deadline = now + HS_CLIENT_UNMAP_WAIT_NS;
-        else if (now >= deadline)
+        } else if (now >= deadline) {
             return;
+        } else if (++looks % 50 == 0 && daemon_gone()) {
+            /* Every 10 ms: a daemon that died reads nothing, and every dlclose would wait. */
+            hs_client_detach("the profiler daemon went away");
+            return;
+        }
         struct timespec ts = {0, 200000}; /* the daemon looks every 2 ms while records come */
         nanosleep(&ts, NULL);
     }
