@@ -179,10 +179,10 @@ static bool inject_detector(const struct pid_args *a)
                 heapscope_injected_error_text(res.init_status));
         return false;
     }
-    fprintf(stderr,
-            "heapscope leaks: loaded the detector into process %d (thread %d paused %.1f "
-            "ms)\n",
-            (int)a->pid, (int)res.tid, res.pause_ms);
+    char pause[160];
+    hs_inject_describe_pause(&res, pause, sizeof(pause));
+    fprintf(stderr, "heapscope leaks: loaded the detector into process %d (%s)\n", (int)a->pid,
+            pause);
     return true;
 }
 

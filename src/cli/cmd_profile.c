@@ -241,11 +241,12 @@ static bool inject_client(const struct profile_args *a, pid_t pid)
                 hs_inject_status_text(res.init_status));
         return false;
     }
-    if (!a->quiet)
-        fprintf(stderr,
-                "heapscope profile: loaded the client into process %d (thread %d paused %.1f "
-                "ms)\n",
-                (int)pid, (int)res.tid, res.pause_ms);
+    if (!a->quiet) {
+        char pause[160];
+        hs_inject_describe_pause(&res, pause, sizeof(pause));
+        fprintf(stderr, "heapscope profile: loaded the client into process %d (%s)\n", (int)pid,
+                pause);
+    }
     return true;
 }
 

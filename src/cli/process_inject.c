@@ -657,7 +657,8 @@ static bool step_to_safe_point(struct hijack *h, const struct target_layout *t,
         uint64_t step_deadline = hs_monotonic_ns() + 20000000ull;
         pid_t w =
             wait_thread(h->tid, &status, step_deadline < deadline_ns ? step_deadline : deadline_ns);
-        if (w == 0) {
+        bool interrupted = w == 0;
+        if (interrupted) {
             /* Blocked in a system call: interrupt it there. */
             ptrace(PTRACE_INTERRUPT, h->tid, NULL, NULL);
             w = wait_thread(h->tid, &status, deadline_ns);
@@ -674,6 +675,12 @@ static bool step_to_safe_point(struct hijack *h, const struct target_layout *t,
             return false;
         h->saved = r;
         if (hs_monotonic_ns() >= deadline_ns)
+            return false;
+        /* Interrupted in a call that is not safe: the next step restarts it and blocks again
+         * (a thread waiting on a lock until the others finish), so the next thread is tried
+         * instead. Stepping on took 20 ms a step, up to the whole timeout (5 s on a python3
+         * whose main thread waited in join). */
+        if (interrupted && !at_safe_point(t, &r))
             return false;
     }
     return at_safe_point(t, &r);
@@ -840,6 +847,15 @@ static int preflight(const char *command, pid_t pid, const struct hs_inject_opti
     return 0;
 }
 
+void hs_inject_describe_pause(const struct hs_inject_result *res, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "thread %d paused %.1f ms", (int)res->tid, res->pause_ms);
+    if (res->threads_tried > 1 && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n,
+                 "; %u other thread%s tried first, stopped %.1f ms in all", res->threads_tried - 1,
+                 res->threads_tried == 2 ? "" : "s", res->tries_ms);
+}
+
 int hs_inject_library(const char *command, pid_t pid, const struct hs_inject_options *opt,
                       struct hs_inject_result *res)
 {
@@ -912,7 +928,7 @@ int hs_inject_library(const char *command, pid_t pid, const struct hs_inject_opt
             }
             found = step_to_safe_point(&h, &t, &res->steps, deadline);
             if (!found) {
-                res->pause_ms += (double)(hs_monotonic_ns() - h.stopped_ns) / 1e6;
+                res->tries_ms += (double)(hs_monotonic_ns() - h.stopped_ns) / 1e6;
                 release_thread(&h);
             }
         }

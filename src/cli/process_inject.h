@@ -48,11 +48,17 @@ struct hs_inject_result {
     int init_status;            /* what init_function returned */
     pid_t tid;                  /* the thread that made the calls */
     double pause_ms;            /* how long that thread was stopped, stepping included */
+    double tries_ms;            /* how long the threads tried before it were stopped, in all */
     double total_ms;            /* the whole injection, checks included */
     unsigned threads_tried;     /* threads stopped before one was at a safe point */
     unsigned long steps;        /* instructions single-stepped to reach it */
     char loaded_path[PATH_MAX]; /* the path dlopen was given (inside the target's root) */
 };
+
+/* What the injection cost the process, for the command's message: "thread T paused X ms",
+ * and when other threads were stopped first (none of them was at a safe point), "; N other
+ * threads tried first, stopped Y ms in all". */
+void hs_inject_describe_pause(const struct hs_inject_result *res, char *buf, size_t cap);
 
 /* Loads opt->library into process pid and calls its init function. Returns 0 (result filled
  * in), or -1 after printing "heapscope COMMAND: ..." with the reason; the process is left
