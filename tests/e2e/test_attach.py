@@ -152,8 +152,10 @@ class AttachTest(unittest.TestCase):
             self.assertEqual(err.read(), want * round)
         self.assertIsNone(prog.poll())
 
-    def test_library_loaded_after_attach(self):
-        prog = self.start([WORKLOAD, "spin", "2", "4000", HP_LIB], "spinning pid=")
+    def profile_library_calls(self, extra, done):
+        """Attaches to hp_workload spin with LIB (and extra), then makes its main thread use
+        the library (SIGUSR2) until it prints done; returns the final profile's path."""
+        prog = self.start([WORKLOAD, "spin", "2", "4000", HP_LIB] + extra, "spinning pid=")
         profiler = subprocess.Popen([CLI, "profile", "-i", "1", "-o", self.dir, "-p",
                                      str(prog.pid), "--duration", "3"],
                                     stderr=subprocess.PIPE, text=True, env=clean_env())
@@ -162,41 +164,28 @@ class AttachTest(unittest.TestCase):
                 if "profiling 1 process" in line:
                     break
             os.kill(prog.pid, signal.SIGUSR2)
-            self.assertEqual(prog.stdout.readline().strip(), "dlopen done")
+            self.assertEqual(prog.stdout.readline().strip(), done)
             _, err = profiler.communicate(timeout=60)
         finally:
             if profiler.poll() is None:
                 profiler.kill()
         self.assertEqual(profiler.returncode, 0, err)
-        profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % prog.pid)
+        self.assertIn("spin thread 1 checksum=", self.finish(prog))
+        return os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % prog.pid)
+
+    def test_library_loaded_after_attach(self):
+        profile = self.profile_library_calls([], "dlopen done")
         sites = per_site(profile, "alloc_objects")
         # Interval 1: every call, as the dlopen (a path) scans the library before returning.
         self.assertEqual(sites.get("hp_lib_alloc"), 1000, sites)
         self.assertEqual(per_site(profile, "inuse_space").get("hp_lib_alloc"), 1000 * 1000)
-        self.assertIn("spin thread 1 checksum=", self.finish(prog))
 
     def test_library_reloaded_after_attach(self):
         # A plug-in loaded, used and unloaded in a loop comes back at the same address with its
         # link map at the same place: each dlclose drops its record, so each load is hooked.
-        prog = self.start([WORKLOAD, "spin", "2", "4000", HP_LIB, "200"], "spinning pid=")
-        profiler = subprocess.Popen([CLI, "profile", "-i", "1", "-o", self.dir, "-p",
-                                     str(prog.pid), "--duration", "3"],
-                                    stderr=subprocess.PIPE, text=True, env=clean_env())
-        try:
-            for line in profiler.stderr:
-                if "profiling 1 process" in line:
-                    break
-            os.kill(prog.pid, signal.SIGUSR2)
-            self.assertEqual(prog.stdout.readline().strip(), "dlclose done")
-            _, err = profiler.communicate(timeout=60)
-        finally:
-            if profiler.poll() is None:
-                profiler.kill()
-        self.assertEqual(profiler.returncode, 0, err)
-        profile = os.path.join(self.dir, "hp_workload.%d.final.pb.gz" % prog.pid)
+        profile = self.profile_library_calls(["200"], "dlclose done")
         # Every load hooked, and every sample unwound (the dlclose waits for the daemon).
         self.assertEqual(per_site(profile, "alloc_objects").get("hp_lib_alloc"), 200)
-        self.assertIn("spin thread 1 checksum=", self.finish(prog))
 
     def test_process_in_another_mount_namespace(self):
         libdir = os.path.dirname(CLIENT)
