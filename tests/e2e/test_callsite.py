@@ -73,8 +73,8 @@ def symbol_addresses():
     return table
 
 
-def pprof_traces(profile, *flags):
-    """The stacks `go tool pprof -traces` prints: [[(function, line), ...] innermost first]."""
+def go_pprof(profile, *flags):
+    """What `go tool pprof FLAGS PROFILE` prints."""
     if not os.path.exists(GO):
         raise AssertionError("%s is missing: this test needs Debian's golang-go package "
                              "(make deps installs it; or apt-get install golang-go)" % GO)
@@ -83,14 +83,19 @@ def pprof_traces(profile, *flags):
         env = clean_env()
         env.update({"HOME": home, "PPROF_TMPDIR": home, "GOTOOLCHAIN": "local",
                     "GOFLAGS": "", "GOPATH": os.path.join(home, "go")})
-        proc = subprocess.run([GO, "tool", "pprof"] + list(flags) + ["-traces", profile],
+        proc = subprocess.run([GO, "tool", "pprof"] + list(flags) + [profile],
                               capture_output=True, text=True, env=env, cwd=home, timeout=120)
     finally:
         shutil.rmtree(home, ignore_errors=True)
     if proc.returncode != 0:
         raise AssertionError("go tool pprof failed: %s" % proc.stderr)
+    return proc.stdout
+
+
+def pprof_traces(profile, *flags):
+    """The stacks `go tool pprof -traces` prints: [[(function, line), ...] innermost first]."""
     traces = []
-    for block in proc.stdout.split("-----------+")[1:]:
+    for block in go_pprof(profile, *flags, "-traces").split("-----------+")[1:]:
         frames = []
         for text in block.splitlines()[1:]:
             words = text.split()
@@ -246,6 +251,22 @@ class CallSiteTest(unittest.TestCase):
         # pprof symbolizing the addresses itself, and reading the profile's own lines.
         self.check_traces(pprof_traces(profile, "-symbolize=force", "-lines"), "forced")
         self.check_traces(pprof_traces(profile, "-lines"), "as written")
+        # profile.proto: "mapping[0] will be the main binary"; pprof names it in its header.
+        self.assertIn("File: %s\n" % os.path.basename(PROG), go_pprof(profile, "-top"))
+
+    def test_profile_names_the_program_first_when_glibc_allocates(self):
+        # Every stack's innermost frame is glibc's strdup: the program is still the profile's
+        # first mapping (it was the first mapping a stack met: go tool pprof said "File:
+        # libc.so.6").
+        out = os.path.join(self.dir, "profiles")
+        proc = subprocess.run([CLI, "profile", "-i", "1", "-o", out, "--", PROG, "strdup"],
+                              capture_output=True, text=True, env=clean_env(), timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        final = [n for n in os.listdir(out) if n.endswith(".final.pb.gz")]
+        self.assertEqual(len(final), 1, os.listdir(out))
+        top = go_pprof(os.path.join(out, final[0]), "-top")
+        self.assertIn("File: %s\n" % os.path.basename(PROG), top)
+        self.assertIn("strdup", top)
 
     def test_report_pprof_of_a_heap_dump_read_by_go_pprof(self):
         self.heap_dump()

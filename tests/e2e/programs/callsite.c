@@ -6,6 +6,8 @@
  * The lines of the three calls are marked CALL_A, CALL_B and CALL_C; the test finds them in
  * this file. The blocks stay live until exit (heap dumps, leak reports, in-use profiles see
  * them), unless argv[1] is "drop": then they are unreachable at exit (`heapscope leaks`).
+ * With "strdup", the program allocates only through glibc (every stack's innermost frame is
+ * glibc's), for the profile's first mapping, which must still be the program.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,11 @@ static __attribute__((noinline)) void scrub(void)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "strdup") == 0) {
+        for (int i = 0; i < 3; i++)
+            g_keep[i] = strdup(argv[1]);
+        return 0;
+    }
     three_calls(); /* CALL_MAIN */
     if (argc > 1 && strcmp(argv[1], "drop") == 0) {
         /* Unreachable at exit, for `heapscope leaks`. */
