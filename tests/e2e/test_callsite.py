@@ -134,9 +134,9 @@ class CallSiteTest(unittest.TestCase):
 
     # ---- malloc debug ------------------------------------------------------------------
 
-    def heap_dump(self):
-        r = run([PROG], "backtrace backtrace_full backtrace_dump_on_exit "
-                        "backtrace_dump_prefix=%s/heap" % self.dir)
+    def heap_dump(self, *args):
+        r = run([PROG] + list(args), "backtrace backtrace_full backtrace_dump_on_exit "
+                                     "backtrace_dump_prefix=%s/heap" % self.dir)
         self.assertEqual(r.returncode, 0, r.stderr)
         names = os.listdir(self.dir)
         self.assertEqual(len(names), 1, names)
@@ -255,18 +255,23 @@ class CallSiteTest(unittest.TestCase):
         self.assertIn("File: %s\n" % os.path.basename(PROG), go_pprof(profile, "-top"))
 
     def test_profile_names_the_program_first_when_glibc_allocates(self):
-        # Every stack's innermost frame is glibc's strdup: the program is still the profile's
-        # first mapping (it was the first mapping a stack met: go tool pprof said "File:
-        # libc.so.6").
+        # Every stack's innermost frame is glibc's strdup: the program is still the first
+        # mapping, of the profiler's profile and of heapscope report's pprof of a heap dump
+        # (it was the first mapping a stack met: go tool pprof said "File: libc.so.6").
+        self.heap_dump("strdup")
+        dump = os.path.join(self.dir, os.listdir(self.dir)[0])
+        converted = os.path.join(self.dir, "dump.pb.gz")
+        subprocess.run([CLI, "report", "-q", "-o", converted, dump], check=True, env=clean_env())
         out = os.path.join(self.dir, "profiles")
         proc = subprocess.run([CLI, "profile", "-i", "1", "-o", out, "--", PROG, "strdup"],
                               capture_output=True, text=True, env=clean_env(), timeout=120)
         self.assertEqual(proc.returncode, 0, proc.stderr)
         final = [n for n in os.listdir(out) if n.endswith(".final.pb.gz")]
         self.assertEqual(len(final), 1, os.listdir(out))
-        top = go_pprof(os.path.join(out, final[0]), "-top")
-        self.assertIn("File: %s\n" % os.path.basename(PROG), top)
-        self.assertIn("strdup", top)
+        for profile in (os.path.join(out, final[0]), converted):
+            top = go_pprof(profile, "-top")
+            self.assertIn("File: %s\n" % os.path.basename(PROG), top)
+            self.assertIn("strdup", top)
 
     def test_report_pprof_of_a_heap_dump_read_by_go_pprof(self):
         self.heap_dump()
