@@ -883,6 +883,25 @@ static void wb_value_type(struct wbuf *m, const struct pp_vt *vt)
     wb_uint(m, 2, vt->unit);
 }
 
+/* profile.proto: "mapping[0] will be the main binary" (go tool pprof's "File:" line, and the
+ * binary it symbolizes against). The writers make mappings as the pcs of their stacks meet
+ * them, so the first made may be a library's ("File: libc.so.6" for a program whose stacks all
+ * start in strdup). The main binary is the file mapping with the lowest start: the kernel maps
+ * the executable low (a PIE at 0x55..., another at 0x400000), libraries and the loader high.
+ * Its index in p->maps, 0 when there is no file mapping. */
+static size_t main_mapping(const struct hs_pprof *p)
+{
+    size_t main_map = 0;
+    bool found = false;
+    for (size_t i = 0; i < p->nmaps; i++)
+        if (str_at(p, p->maps[i].filename)[0] == '/' &&
+            (!found || p->maps[i].start < p->maps[main_map].start)) {
+            main_map = i;
+            found = true;
+        }
+    return main_map;
+}
+
 int hs_pprof_write(struct hs_pprof *p, FILE *out, bool gzip)
 {
     if (p == NULL || out == NULL) {
@@ -931,7 +950,10 @@ int hs_pprof_write(struct hs_pprof *p, FILE *out, bool gzip)
         wb_bytes(&b, 2, m.d, m.len);
         maybe_flush(&s, &b);
     }
-    for (size_t i = 0; i < p->nmaps; i++) {
+    size_t main_map = main_mapping(p);
+    for (size_t k = 0; k < p->nmaps; k++) {
+        /* The main binary first, the others in the order they were made. */
+        size_t i = k == 0 ? main_map : k <= main_map ? k - 1 : k;
         const struct pp_mapping *mp = &p->maps[i];
         m.len = 0;
         wb_uint(&m, 1, mp->id);

@@ -57,29 +57,6 @@ static uint64_t location_id(struct ids *c, size_t i)
     return c->location[i] = hs_pprof_location(c->pp, mapping_id(c, l->mapping), l->pc, lines, n);
 }
 
-/* profile.proto: "mapping[0] will be the main binary" (go tool pprof's "File:" line). The
- * main binary is the file of the lowest file mapping (the kernel maps the executable low, the
- * libraries and the loader high); when a stack uses it, its pprof mapping is made first. */
-static void write_main_mapping_first(struct ids *c, const struct hs_rep_profile *p)
-{
-    size_t main = HS_REP_NO_MAPPING;
-    for (size_t i = 0; i < p->num_mappings; i++)
-        if (p->mappings[i].path[0] == '/' &&
-            (main == HS_REP_NO_MAPPING || p->mappings[i].start < p->mappings[main].start))
-            main = i;
-    if (main == HS_REP_NO_MAPPING)
-        return;
-    for (size_t i = 0; i < p->num_stacks; i++)
-        for (size_t l = 0; l < p->stacks[i].depth; l++) {
-            size_t m = p->locations[p->stacks[i].locations[l]].mapping;
-            if (m != HS_REP_NO_MAPPING &&
-                strcmp(p->mappings[m].path, p->mappings[main].path) == 0) {
-                mapping_id(c, m);
-                return;
-            }
-        }
-}
-
 int hs_rep_write_pprof(FILE *out, struct hs_rep_profile *p, const struct hs_rep_output_options *o)
 {
     struct hs_pprof *pp = hs_pprof_new();
@@ -120,8 +97,6 @@ int hs_rep_write_pprof(FILE *out, struct hs_rep_profile *p, const struct hs_rep_
     uint64_t *ids = NULL;
     size_t ids_cap = 0;
     int rc = c.mapping && c.location ? 0 : -1;
-    if (rc == 0)
-        write_main_mapping_first(&c, p);
     for (size_t i = 0; rc == 0 && i < p->num_stacks; i++) {
         const struct hs_rep_stack *st = &p->stacks[i];
         int64_t values[4];

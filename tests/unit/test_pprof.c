@@ -1100,9 +1100,43 @@ static void test_scale(void)
     free(raw);
 }
 
+/* profile.proto: "mapping[0] will be the main binary". A writer makes mappings as its stacks
+ * meet them, a library's first when a stack starts there: the lowest file mapping is written
+ * first, ids kept (locations refer to ids, not places). */
+static void test_main_binary_first(void)
+{
+    check_context("main binary first");
+    struct hs_pprof *p = hs_pprof_new();
+    uint64_t anon = hs_pprof_mapping(p, 0x1000, 0x2000, 0, "[anon]", "");
+    uint64_t lib = hs_pprof_mapping(p, 0x7f0000000000, 0x7f0000100000, 0, "/lib/libc.so.6", "c");
+    uint64_t prog = hs_pprof_mapping(p, 0x555555554000, 0x555555556000, 0, "/usr/bin/prog", "p");
+    uint64_t loc = hs_pprof_location(p, lib, 0x7f0000000100, NULL, 0);
+    CHECK(anon && lib && prog && loc);
+    uint64_t ids[1] = {loc};
+    int64_t v[1] = {1};
+    hs_pprof_add_sample_type(p, "alloc_objects", "count");
+    hs_pprof_add_sample(p, ids, 1, v);
+    size_t len = 0;
+    unsigned char *raw = write_mem(p, false, &len);
+    struct hs_pprof *q = raw ? READ_OK(raw, len) : NULL;
+    if (q) {
+        CHECK_EQ(hs_pprof_num_mappings(q), 3);
+        CHECK_STREQ(hs_pprof_mapping_at(q, 0).filename, "/usr/bin/prog");
+        CHECK_EQ(hs_pprof_mapping_at(q, 0).id, prog);
+        CHECK_STREQ(hs_pprof_mapping_at(q, 1).filename, "[anon]");
+        CHECK_EQ(hs_pprof_mapping_at(q, 1).id, anon);
+        CHECK_STREQ(hs_pprof_mapping_at(q, 2).filename, "/lib/libc.so.6");
+        CHECK_EQ(hs_pprof_mapping_at(q, 2).id, lib);
+        hs_pprof_free(q);
+    }
+    free(raw);
+    hs_pprof_free(p);
+}
+
 int main(void)
 {
     test_round_trip();
+    test_main_binary_first();
     test_exact_bytes();
     test_dedup();
     test_truncations();

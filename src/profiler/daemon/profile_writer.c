@@ -276,65 +276,13 @@ static uint64_t location_of(struct pprof_ctx *c, uintptr_t pc)
     return id;
 }
 
-/* Whether a callsite's values all round to 0 (it is left out of the profile). */
-static bool rounds_to_nothing(const struct hs_callsite_values *v)
-{
-    return round_i64(v->alloc_objects) == 0 && round_i64(v->alloc_bytes) == 0 &&
-           round_i64(v->inuse_objects) == 0 && round_i64(v->inuse_bytes) == 0;
-}
-
-/* profile.proto: "mapping[0] will be the main binary" (go tool pprof's "File:" line, and the
- * binary it symbolizes against). Mappings are made as the pcs of the stacks meet them, so the
- * first pc of the main binary in a stack of the profile gets its location, and so its mapping,
- * before any other. The main binary is the file of the lowest file mapping: the kernel maps the
- * executable low (a PIE at 0x55..., another at 0x400000), the libraries and the loader high.
- * Before, the first mapping was whatever the first stack met first: go tool pprof printed
- * "File: ld-linux-x86-64.so.2" for a program's profile. */
-struct main_pc {
-    struct maps_table *maps;
-    const char *path;
-    uintptr_t pc;
-    bool found;
-};
-
-static int find_main_pc(const uintptr_t *pcs, size_t n, const struct hs_callsite_values *v,
-                        void *arg)
-{
-    struct main_pc *mp = arg;
-    if (rounds_to_nothing(v))
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct wmap *m = maps_find(mp->maps, pcs[i]);
-        if (m && strcmp(m->path, mp->path) == 0) {
-            mp->pc = pcs[i];
-            mp->found = true;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void register_main_binary_first(struct pprof_ctx *c, const struct hs_tracker *t,
-                                       uint32_t heap, bool at_peak)
-{
-    struct main_pc mp = {&c->maps, NULL, 0, false};
-    for (size_t i = 0; i < c->maps.n && !mp.path; i++)
-        if (c->maps.v[i].path[0] == '/')
-            mp.path = c->maps.v[i].path;
-    if (!mp.path)
-        return;
-    hs_tracker_foreach(t, heap, at_peak, find_main_pc, &mp);
-    if (mp.found && location_of(c, mp.pc) == 0)
-        ctx_fail(c);
-}
-
 static int add_callsite(const uintptr_t *pcs, size_t n, const struct hs_callsite_values *v,
                         void *arg)
 {
     struct pprof_ctx *c = arg;
     int64_t values[4] = {round_i64(v->alloc_objects), round_i64(v->alloc_bytes),
                          round_i64(v->inuse_objects), round_i64(v->inuse_bytes)};
-    if (rounds_to_nothing(v))
+    if (values[0] == 0 && values[1] == 0 && values[2] == 0 && values[3] == 0)
         return 0;
     uint64_t ids[HS_TRACKER_MAX_FRAMES];
     if (n > HS_TRACKER_MAX_FRAMES)
@@ -415,8 +363,6 @@ int hs_profile_write_pprof(const struct hs_tracker *t, uint32_t heap, struct hs_
         if (meta->comments[i] && !add_comment_lines(p, meta->comments[i]))
             c->err = ENOMEM;
 
-    if (!c->err)
-        register_main_binary_first(c, t, heap, meta->at_peak);
     if (!c->err)
         hs_tracker_foreach(t, heap, meta->at_peak, add_callsite, c);
     for (size_t i = 0; i < c->maps.n; i++) {
