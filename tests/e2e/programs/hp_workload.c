@@ -268,15 +268,25 @@ static int custom(void)
     return 0;
 }
 
+typedef void *(*lib_alloc_fn)(size_t);
+
+/* Loads the library at path into *lib: its hp_lib_alloc, or NULL (said on stderr). */
+static lib_alloc_fn load_lib(const char *path, void **lib)
+{
+    *lib = dlopen(path, RTLD_NOW);
+    lib_alloc_fn alloc = *lib ? (lib_alloc_fn)dlsym(*lib, "hp_lib_alloc") : NULL;
+    if (alloc == NULL)
+        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+    return alloc;
+}
+
 /* dlopen: a call site in a library loaded after the profiler attached. */
 static int dlopened(const char *path)
 {
-    void *lib = dlopen(path, RTLD_NOW);
-    void *(*alloc)(size_t) = lib ? (void *(*)(size_t))dlsym(lib, "hp_lib_alloc") : NULL;
-    if (alloc == NULL) {
-        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+    void *lib;
+    lib_alloc_fn alloc = load_lib(path, &lib);
+    if (alloc == NULL)
         return 3;
-    }
     for (int i = 0; i < 1000; i++)
         keep(alloc(1000));
     printf("dlopen done\n");
@@ -289,12 +299,10 @@ static int dlopened(const char *path)
 static int dlclosed(const char *path, int rounds)
 {
     for (int round = 0; round < rounds; round++) {
-        void *lib = dlopen(path, RTLD_NOW);
-        void *(*alloc)(size_t) = lib ? (void *(*)(size_t))dlsym(lib, "hp_lib_alloc") : NULL;
-        if (alloc == NULL) {
-            fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+        void *lib;
+        lib_alloc_fn alloc = load_lib(path, &lib);
+        if (alloc == NULL)
             return 3;
-        }
         keep(alloc(1000));
         dlclose(lib);
     }
