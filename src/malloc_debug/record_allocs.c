@@ -397,7 +397,7 @@ static void wait_ready(const struct rec *r)
  * g_filled_below were seen filled in before. g_writer_lock held. */
 static void wait_all_ready(uint64_t count)
 {
-    hs_assert(count <= g_cfg.num_entries);
+    hs_assert(count <= g_cfg.num_entries && g_filled_below <= g_cfg.num_entries);
     const struct rec *entries = __atomic_load_n(&g_cfg.entries, __ATOMIC_ACQUIRE);
     uint64_t from = g_filled_below < count ? g_filled_below : count;
     for (uint64_t i = from; i < count; i++)
